@@ -1,0 +1,30 @@
+# gradd's two entry points for a fresh machine: `make demo` and `make test`.
+# Both install what is missing (scripts/install_deps.sh), then build.
+
+BUILD ?= build
+GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
+export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
+
+.PHONY: deps configure build demo test bench clean
+
+deps:
+	@scripts/install_deps.sh
+
+configure: deps
+	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) -G "$(GENERATOR)" \
+	  -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+
+build: configure
+	@cmake --build $(BUILD) -j $$(nproc)
+
+demo: build
+	$(BUILD)/gradd_train
+
+test: build
+	$(BUILD)/gradd_tests --reporter console
+
+bench: build
+	$(BUILD)/gradd-bench --model deep-mlp --device cpu --mode both
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,198 @@
+// gradd-bench: times backwards of a model on the stock engine and under
+// gradd and prints one JSON line.
+//
+//   gradd-bench --model {mlp,deep-mlp,convnet,lstm,transformer}
+//               --device {cpu,cuda} --mode {eager,gradd,both}
+//               --iters N --warmup W
+//
+// Each iteration runs a fresh forward pass and times only its backward (CUDA
+// synchronized on both sides). `--mode both` interleaves the engines
+// iteration by iteration in one process, so both see the same machine state,
+// and reports gradd's median over the stock engine's as `ratio`.
+// `max_rel_grad_diff` compares gradd's gradients with the stock engine's on
+// the same inputs: max |g - g_stock| / max |g_stock| over all parameters.
+
+#include "engine/gradd.hpp"
+#include "examples/models.hpp"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <stdexcept>
+
+namespace {
+
+struct options {
+  std::string model = "deep-mlp";
+  std::string device = "cpu";
+  std::string mode = "both";
+  int iters = 200;
+  int warmup = 20;
+};
+
+[[noreturn]] void usage_error(const std::string& message) {
+  std::cerr << "gradd-bench: " << message << "\n"
+            << "usage: gradd-bench --model {mlp,deep-mlp,convnet,lstm,transformer} "
+               "--device {cpu,cuda} --mode {eager,gradd,both} --iters N --warmup W\n";
+  std::exit(2);
+}
+
+int positive_int(const std::string& flag, const std::string& value, int minimum) {
+  try {
+    size_t used = 0;
+    int n = std::stoi(value, &used);
+    if (used == value.size() && n >= minimum)
+      return n;
+  } catch (const std::exception&) {
+  }
+  usage_error(flag + " wants an integer >= " + std::to_string(minimum) + ", got '" + value + "'");
+}
+
+void require_choice(const std::string& flag, const std::string& value,
+                    const std::vector<std::string>& choices) {
+  if (std::find(choices.begin(), choices.end(), value) != choices.end())
+    return;
+  std::string known;
+  for (const auto& c : choices)
+    known += (known.empty() ? "" : ", ") + c;
+  usage_error(flag + " '" + value + "' is not one of: " + known);
+}
+
+options parse(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (i + 1 >= argc)
+      usage_error(flag + " needs a value");
+    std::string value = argv[++i];
+    if (flag == "--model")
+      o.model = value;
+    else if (flag == "--device")
+      o.device = value;
+    else if (flag == "--mode")
+      o.mode = value;
+    else if (flag == "--iters")
+      o.iters = positive_int(flag, value, 1);
+    else if (flag == "--warmup")
+      o.warmup = positive_int(flag, value, 0);
+    else
+      usage_error("unknown argument '" + flag + "'");
+  }
+  require_choice("--model", o.model, gradd::models::model_names());
+  require_choice("--device", o.device, {"cpu", "cuda"});
+  require_choice("--mode", o.mode, {"eager", "gradd", "both"});
+  if (o.device == "cuda" && !torch::cuda::is_available())
+    usage_error("--device cuda, but CUDA is not available on this machine");
+  return o;
+}
+
+void synchronize(const torch::Device& device) {
+  if (device.is_cuda())
+    torch::cuda::synchronize();
+}
+
+/// Runs one forward + backward of `model` on batch `step` with gradd on or
+/// off; returns the backward's milliseconds.
+double timed_backward(gradd::models::model& model, int64_t step, bool with_gradd,
+                      const torch::Device& device) {
+  for (auto p : model.parameters())
+    p.mutable_grad() = torch::Tensor();
+  auto loss = model.loss(step);
+  std::optional<gradd::enable_guard> on;
+  if (with_gradd)
+    on.emplace();
+  synchronize(device);
+  auto start = std::chrono::steady_clock::now();
+  loss.backward();
+  synchronize(device);
+  auto end = std::chrono::steady_clock::now();
+  return std::chrono::duration<double, std::milli>(end - start).count();
+}
+
+std::vector<torch::Tensor> grads(gradd::models::model& model) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : model.parameters())
+    out.push_back(p.grad().defined() ? p.grad().detach().clone() : torch::Tensor());
+  return out;
+}
+
+/// Runs batch `step` on both engines and returns the largest relative difference.
+double max_rel_grad_diff(gradd::models::model& model, int64_t step, const torch::Device& device) {
+  timed_backward(model, step, false, device);
+  auto stock = grads(model);
+  timed_backward(model, step, true, device);
+  auto mine = grads(model);
+  double worst = 0;
+  for (size_t i = 0; i < stock.size(); ++i) {
+    if (stock[i].defined() != mine[i].defined())
+      return INFINITY;
+    if (!stock[i].defined())
+      continue;
+    double scale = std::max(stock[i].abs().max().item<double>(), 1e-30);
+    worst = std::max(worst, (mine[i] - stock[i]).abs().max().item<double>() / scale);
+  }
+  return worst;
+}
+
+struct summary {
+  double median = 0;
+  double p90 = 0;
+};
+
+summary summarize(std::vector<double> times) {
+  std::sort(times.begin(), times.end());
+  auto at = [&](double q) { return times[static_cast<size_t>(q * (times.size() - 1))]; };
+  return {at(0.5), at(0.9)};
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  auto o = parse(argc, argv);
+  torch::Device device = o.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  auto model = gradd::models::make_model(o.model, device);
+  bool run_gradd = o.mode != "eager";
+  bool run_eager = o.mode != "gradd";
+
+  gradd::reset();
+  double first_ms = timed_backward(*model, 0, run_gradd, device);
+  for (int i = 1; i < o.warmup; ++i) {
+    if (run_eager && run_gradd)
+      timed_backward(*model, i, false, device);
+    timed_backward(*model, i, run_gradd, device);
+  }
+  auto before = gradd::stats();
+  std::vector<double> gradd_times, eager_times;
+  for (int i = 0; i < o.iters; ++i) {
+    int64_t step = o.warmup + i;
+    if (run_eager)
+      eager_times.push_back(timed_backward(*model, step, false, device));
+    if (run_gradd)
+      gradd_times.push_back(timed_backward(*model, step, true, device));
+  }
+  auto after = gradd::stats();
+  double diff = max_rel_grad_diff(*model, o.warmup + o.iters, device);
+
+  auto main_times = run_gradd ? gradd_times : eager_times;
+  auto s = summarize(main_times);
+  uint64_t plan_backwards = after.plan_backwards - before.plan_backwards;
+  uint64_t eager_backwards = run_gradd ? after.eager_backwards - before.eager_backwards
+                                       : static_cast<uint64_t>(o.iters);
+  std::printf("{\"model\": \"%s\", \"device\": \"%s\", \"mode\": \"%s\", \"median_ms\": %.4f, "
+              "\"p90_ms\": %.4f, \"first_ms\": %.4f, \"plan_backwards\": %llu, "
+              "\"eager_backwards\": %llu, \"max_rel_grad_diff\": %.3g",
+              o.model.c_str(), o.device.c_str(), o.mode.c_str(), s.median, s.p90, first_ms,
+              static_cast<unsigned long long>(plan_backwards),
+              static_cast<unsigned long long>(eager_backwards), diff);
+  if (o.mode == "both") {
+    auto e = summarize(eager_times);
+    std::printf(", \"eager_median_ms\": %.4f, \"ratio\": %.4f", e.median, s.median / e.median);
+  }
+  std::printf("}\n");
+  return 0;
+}

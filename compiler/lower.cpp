@@ -1,0 +1,109 @@
+// Lowering a captured node table to node-level ops.
+//
+// Each input of each node is a slot holding the value of the gradient summed
+// so far. Nodes are visited in stock-engine order (stock_order.hpp); a node's
+// outputs flow along its edges into the successors' slots, and a second
+// arrival at a slot becomes an `accumulate` op, so the sums in the program
+// add their terms in the order the stock engine's InputBuffer does. Hooks
+// appear where the stock engine calls them (engine.cpp: call_function).
+
+#include "compiler/lower.hpp"
+
+#include "compiler/exec_info.hpp"
+#include "compiler/stock_order.hpp"
+
+namespace gradd::compiler {
+
+namespace {
+
+std::vector<value_id> fresh_values(graph& g, size_t count) {
+  std::vector<value_id> values(count);
+  for (auto& v : values)
+    v = g.new_value();
+  return values;
+}
+
+/// Emits `call_hook[kind]` over `values` and returns its results.
+std::vector<value_id> emit_hook(graph& g, uint32_t node, const char* kind,
+                                std::vector<value_id> values) {
+  op hook{op_kind::call_hook, kind, node, -1, std::move(values), {}};
+  hook.results = fresh_values(g, hook.args.size());
+  auto results = hook.results;
+  g.ops.push_back(std::move(hook));
+  return results;
+}
+
+} // namespace
+
+void lower_to_node_ops(graph& g) {
+  g.ops.clear();
+  g.num_values = 1;
+  mark_needed_nodes(g);
+  std::vector<std::vector<value_id>> slots(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    slots[i].assign(g.nodes[i].inputs.size(), no_value);
+  std::vector<value_id> outputs(g.num_outputs, no_value);
+
+  for (auto id : stock_order(g)) {
+    const auto& n = g.nodes[id];
+    auto inputs = std::move(slots[id]);
+    bool tensor_hooks = n.hooks.tensor_pre + n.hooks.retains_grad > 0;
+    // The stock engine captures a node that runs before its tensor pre-hooks,
+    // and one that only captures after them (engine.cpp, evaluate_function).
+    if (!n.needed) {
+      if (tensor_hooks)
+        inputs = emit_hook(g, id, "tensor_pre_hook", std::move(inputs));
+      for (const auto& c : n.captures)
+        outputs[c.output_index] = inputs[c.input_nr];
+      continue;
+    }
+    for (const auto& c : n.captures)
+      outputs[c.output_index] = inputs[c.input_nr];
+    if (tensor_hooks)
+      inputs = emit_hook(g, id, "tensor_pre_hook", std::move(inputs));
+    if (n.hooks.pre > 0)
+      inputs = emit_hook(g, id, "pre_hook", std::move(inputs));
+    if (n.is_accumulate_grad) {
+      g.ops.push_back({op_kind::accumulate_grad, "", id, -1, inputs, {}});
+      if (n.hooks.post_acc_grad > 0)
+        g.ops.push_back({op_kind::call_hook, "post_acc_grad_hook", id, -1, {}, {}});
+      continue;
+    }
+    op call{op_kind::call_node, n.type_name, id, -1, inputs, {}};
+    call.results = fresh_values(g, n.edges.size());
+    auto results = call.results;
+    g.ops.push_back(std::move(call));
+    if (!results.empty()) {
+      op validate{op_kind::validate_outputs, "", id, -1, std::move(results), {}};
+      validate.results = fresh_values(g, validate.args.size());
+      results = validate.results;
+      g.ops.push_back(std::move(validate));
+    }
+    if (n.hooks.post > 0) {
+      op post{op_kind::call_hook, "post_hook", id, -1, results, {}};
+      post.args.insert(post.args.end(), inputs.begin(), inputs.end());
+      post.results = fresh_values(g, results.size());
+      results = post.results;
+      g.ops.push_back(std::move(post));
+    }
+    for (size_t i = 0; i < n.edges.size(); ++i) {
+      const auto& e = n.edges[i];
+      if (e.target == no_node || !should_execute(g.nodes[e.target]))
+        continue;
+      auto& slot = slots[e.target][e.input_nr];
+      if (slot == no_value) {
+        slot = results[i];
+      } else {
+        auto sum = g.new_value();
+        g.ops.push_back({op_kind::accumulate, "", e.target, e.input_nr,
+                         {slot, results[i]}, {sum}});
+        slot = sum;
+      }
+    }
+  }
+  if (g.num_outputs > 0)
+    g.ops.push_back({op_kind::output, "", no_node, -1, outputs, {}});
+  g.ops.push_back({op_kind::final_callbacks, "", no_node, -1, {}, {}});
+}
+
+} // namespace gradd::compiler

@@ -1,0 +1,29 @@
+#pragma once
+
+#include "compiler/ir.hpp"
+#include "engine/gradd.hpp"
+#include "engine/detail/graph_walk.hpp"
+
+#include <optional>
+
+namespace torch::autograd {
+struct GraphTask;
+}
+
+namespace gradd::engine::detail {
+
+/// The result of capturing one backward.
+struct capture_result {
+  compiler::graph ir;                           ///< node-level IR, lowered
+  std::optional<fallback_reason> eager_reason;  ///< set when no plan may serve it
+};
+
+/// Captures the graph of `walk` into node-level IR: each node's type, edges,
+/// hooks, input metadata and sequence number, the outputs of
+/// `autograd::grad`, then the node program in stock order. Finds what gradd
+/// must leave to the stock engine (Python nodes or hooks, nested tensors,
+/// deprecated capture hooks). Reads the nodes; changes nothing.
+capture_result capture_graph(const graph_walk& walk, const torch::autograd::GraphTask& task,
+                             const std::vector<torch::autograd::Edge>& outputs, bool accumulate_grad);
+
+} // namespace gradd::engine::detail

@@ -1,0 +1,35 @@
+#pragma once
+
+#include "engine/detail/structural_key.hpp"
+
+#include <torch/csrc/autograd/edge.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace gradd::engine::detail {
+
+/// One traversal of a backward's graph from its root.
+///
+/// Nodes get indices in discovery order (a depth-first walk following each
+/// node's edges in order), so two graphs of the same structure list their
+/// nodes in corresponding order and a plan can address nodes by index. The
+/// walk follows the stock engine's compute_dependencies: with `outputs`
+/// given, nodes older than every output (topological_nr below the outputs'
+/// minimum) are listed but not expanded.
+struct graph_walk {
+  std::vector<torch::autograd::Node*> nodes;
+  /// Node index of each output edge's function, or UINT32_MAX if unreached.
+  std::vector<uint32_t> output_nodes;
+  structural_key key;
+};
+
+/// Walks the graph under `root` into `out`, reusing its storage.
+void walk_graph(torch::autograd::Node& root, const std::vector<torch::autograd::Edge>& outputs,
+                bool keep_graph, bool accumulate_grad, graph_walk& out);
+
+} // namespace gradd::engine::detail

@@ -1,0 +1,166 @@
+// The hit path: a plan run over live autograd nodes.
+//
+// Each step mirrors Engine::evaluate_function and call_function (engine.cpp)
+// for one node, minus the bookkeeping a static schedule makes unnecessary: no
+// ready queue, no dependency counts, no not_ready map, no lock, no hash
+// lookup. Input buffers are indexed by step; a step moves its buffer out, so
+// every slot is released at its last use. InputBuffer::add is the stock
+// engine's own accumulation, so gradient sums and cross-stream
+// synchronization are the stock engine's, in the order the plan fixed.
+
+#include "engine/detail/plan_runner.hpp"
+
+#include <ATen/DeviceAccelerator.h>
+#include <c10/core/StreamGuard.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/graph_task.h>
+#include <torch/csrc/autograd/input_buffer.h>
+
+#include <sstream>
+
+namespace gradd::engine::detail {
+
+namespace {
+
+using torch::autograd::InputBuffer;
+using torch::autograd::Node;
+using torch::autograd::variable_list;
+
+variable_list call_tensor_pre_hooks(Node& fn, variable_list inputs) {
+  for (const auto& hook : fn.tensor_pre_hooks())
+    inputs = (*hook)(inputs);
+  for (const auto& [index, hook] : fn.retains_grad_hooks())
+    inputs = (*hook)(inputs);
+  return inputs;
+}
+
+variable_list call_pre_hooks(Node& fn, variable_list inputs) {
+  for (const auto& hook : fn.pre_hooks())
+    inputs = (*hook)(inputs);
+  return inputs;
+}
+
+variable_list call_post_hooks(Node& fn, variable_list outputs, const variable_list& inputs) {
+  for (const auto& hook : fn.post_hooks())
+    outputs = (*hook)(outputs, inputs);
+  return outputs;
+}
+
+/// Makes the node's stream wait for the gradients that arrived on others.
+void wait_for_ready_events(InputBuffer& inputs, const std::optional<c10::Stream>& stream) {
+  for (size_t pos = 0; pos < inputs.ready_events.size(); ++pos) {
+    if (!inputs.buffer[pos].defined())
+      continue;
+    if (!at::accelerator::isAccelerator(inputs.buffer[pos].device().type()))
+      continue;
+    auto& ready_stream = inputs.ready_streams[pos];
+    auto& ready_event = inputs.ready_events[pos];
+    TORCH_INTERNAL_ASSERT(ready_stream && stream);
+    if (*stream != *ready_stream) {
+      TORCH_INTERNAL_ASSERT(ready_event);
+      stream->wait(*ready_event);
+    }
+  }
+}
+
+/// The stock engine's call_function: hooks around the node's own backward.
+variable_list call_node(Node& fn, variable_list inputs, bool keep_graph) {
+  inputs = call_tensor_pre_hooks(fn, std::move(inputs));
+  inputs = call_pre_hooks(fn, std::move(inputs));
+  if (!keep_graph)
+    fn.will_release_variables();
+  bool has_post_hooks = !fn.post_hooks().empty();
+  variable_list outputs;
+  if (has_post_hooks) {
+    // AccumulateGrad may steal a gradient whose use count is 1 + has_post_hooks;
+    // keeping this copy is what that rule expects (see engine.cpp).
+    auto inputs_copy = inputs;
+    outputs = fn(std::move(inputs_copy));
+  } else {
+    outputs = fn(std::move(inputs));
+  }
+  torch::autograd::validate_outputs(fn.next_edges(), outputs, [&](const std::string& msg) {
+    std::ostringstream ss;
+    ss << "Function " << fn.name() << " returned an " << msg;
+    return ss.str();
+  });
+  if (has_post_hooks)
+    return call_post_hooks(fn, std::move(outputs), inputs);
+  return outputs;
+}
+
+/// Takes the captured gradients of a step (autograd::grad outputs).
+void take_captures(const compiler::plan& p, const compiler::plan_step& step, Node& fn,
+                   InputBuffer& inputs, const std::optional<c10::Stream>& stream,
+                   torch::autograd::GraphTask& task) {
+  variable_list captured = inputs.buffer;
+  if (!step.runs)
+    captured = call_tensor_pre_hooks(fn, std::move(inputs.buffer));
+  for (uint32_t c = 0; c < step.capture_count; ++c) {
+    const auto& capture = p.captures[step.first_capture + c];
+    task.captured_vars_[capture.output_index] = captured[capture.input_nr];
+    if (stream)
+      task.leaf_streams.emplace(*stream);
+  }
+}
+
+} // namespace
+
+bool sequence_order_holds(const compiler::plan& p, const std::vector<Node*>& nodes) noexcept {
+  uint64_t previous = 0;
+  for (auto i : p.sequence_order) {
+    auto current = nodes[i]->sequence_nr();
+    if (current < previous)
+      return false;
+    previous = current;
+  }
+  return true;
+}
+
+void run_plan(const compiler::plan& p, const std::vector<Node*>& nodes,
+              torch::autograd::GraphTask& task) {
+  const bool keep_graph = task.keep_graph_;
+  std::vector<InputBuffer> buffers;
+  buffers.reserve(p.steps.size());
+  for (size_t s = 0; s < p.steps.size(); ++s)
+    buffers.emplace_back(0);
+
+  for (size_t s = 0; s < p.steps.size(); ++s) {
+    const auto& step = p.steps[s];
+    Node& fn = *nodes[step.node];
+    auto stream = fn.stream();
+    c10::OptionalStreamGuard stream_guard{stream};
+    auto& inputs = buffers[s];
+    wait_for_ready_events(inputs, stream);
+    if (step.capture_count > 0 || !step.runs) {
+      take_captures(p, step, fn, inputs, stream, task);
+      if (!step.runs)
+        continue;
+    }
+
+    auto outputs = call_node(fn, std::move(inputs.buffer), keep_graph);
+    if (!keep_graph)
+      fn.release_variables();
+    if (outputs.empty()) {
+      if (stream)
+        task.leaf_streams.emplace(*stream); // synced with the caller at the end
+      continue;
+    }
+    TORCH_INTERNAL_ASSERT(outputs.size() == step.route_count,
+                          "gradd: plan expects ", step.route_count, " outputs of ",
+                          fn.name(), ", got ", outputs.size());
+    for (uint32_t i = 0; i < step.route_count; ++i) {
+      const auto& r = p.routes[step.first_route + i];
+      if (r.step == compiler::no_step)
+        continue;
+      Node* next = fn.next_edge(i).function.get();
+      auto& target = buffers[r.step];
+      if (target.buffer.empty())
+        target = InputBuffer(next->num_inputs());
+      target.add(r.input_nr, std::move(outputs[i]), stream, next->stream(), next);
+    }
+  }
+}
+
+} // namespace gradd::engine::detail

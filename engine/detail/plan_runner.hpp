@@ -1,0 +1,30 @@
+#pragma once
+
+#include "compiler/plan.hpp"
+
+#include <torch/csrc/autograd/edge.h>
+
+#include <vector>
+
+namespace torch::autograd {
+struct GraphTask;
+struct Node;
+}
+
+namespace gradd::engine::detail {
+
+/// Whether the live nodes still have the sequence-number order `p` was
+/// scheduled for (Note [Stock engine order]).
+bool sequence_order_holds(const compiler::plan& p,
+                          const std::vector<torch::autograd::Node*>& nodes) noexcept;
+
+/// Runs `p` over this backward's live `nodes` (in walk order) with the stock
+/// engine's semantics for each node call: the node's stream, tensor pre-hooks,
+/// retain_grad, pre- and post-hooks, release of saved variables unless
+/// retain_graph, validate_outputs, gradient accumulation across streams.
+/// Captured gradients are written to `task.captured_vars_`. Exceptions from a
+/// node or hook propagate unchanged.
+void run_plan(const compiler::plan& p, const std::vector<torch::autograd::Node*>& nodes,
+              torch::autograd::GraphTask& task);
+
+} // namespace gradd::engine::detail

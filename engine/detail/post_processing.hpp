@@ -1,0 +1,15 @@
+#pragma once
+
+namespace torch::autograd {
+struct GraphTask;
+}
+
+namespace gradd::engine::detail {
+
+/// Finishes a backward that gradd ran, as GraphTask::exec_post_processing
+/// does for the stock engine: makes the caller's current streams wait for the
+/// streams the leaves ran on, then runs the callbacks queued with
+/// Engine::queue_callback, in order, including ones queued by callbacks.
+void run_post_processing(torch::autograd::GraphTask& task);
+
+} // namespace gradd::engine::detail

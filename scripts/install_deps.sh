@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what gradd builds against, only where it is missing:
+# Debian packages (CAF, oneTBB, yaml-cpp, Catch2, ccache, ninja) and
+# torch==2.11.0 from PyPI. Quick when everything is already there.
+set -euo pipefail
+
+packages=(cmake ninja-build ccache libcaf-dev libtbb-dev libyaml-cpp-dev catch2)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "gradd: installing Debian packages: ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+python=${PYTHON:-python3}
+if ! "$python" -c 'import torch, sys; sys.exit(0 if torch.__version__.startswith("2.11.0") else 1)' 2>/dev/null; then
+  echo "gradd: installing torch==2.11.0 from PyPI"
+  "$python" -m pip install --quiet torch==2.11.0
+fi

@@ -1,0 +1,90 @@
+// What gradd leaves to the stock engine, and errors raised inside a backward.
+
+#include "engine/grad_check.hpp"
+
+#include <torch/csrc/autograd/anomaly_mode.h>
+
+namespace {
+
+using gradd::fallback_reason;
+using gradd::test::check_against_stock;
+using torch::Tensor;
+
+std::vector<Tensor> two_leaves() {
+  torch::manual_seed(11);
+  return {torch::randn({4, 4}, torch::kFloat64).requires_grad_(),
+          torch::randn({4}, torch::kFloat64).requires_grad_()};
+}
+
+} // namespace
+
+TEST_CASE("create_graph runs on the stock engine, counted", "[engine][fallback]") {
+  auto p = two_leaves();
+  auto s = check_against_stock(p, [&] {
+    auto y = torch::mv(p[0], p[1]).pow(3).sum();
+    auto g = torch::autograd::grad({y}, {p[1]}, {}, std::nullopt, /*create_graph=*/true);
+    g[0].sum().backward();  // second order: a plain backward, served by a plan
+    return std::vector<Tensor>{g[0].detach()};
+  });
+  CHECK(s.eager_for(fallback_reason::create_graph) == 2);
+  CHECK(s.plan_backwards == 2);
+}
+
+TEST_CASE("force_eager serves every backward with the stock engine", "[engine][fallback]") {
+  auto p = two_leaves();
+  gradd::reset();
+  gradd::enable_guard on{gradd::settings{.force_eager = true}};
+  torch::mv(p[0], p[1]).sum().backward();
+  auto s = gradd::stats();
+  CHECK(s.eager_for(fallback_reason::force_eager) == 1);
+  CHECK(s.plan_backwards == 0);
+  CHECK(s.captures == 0);
+}
+
+TEST_CASE("anomaly mode runs on the stock engine", "[engine][fallback]") {
+  auto p = two_leaves();
+  torch::autograd::DetectAnomalyGuard anomaly;
+  auto s = check_against_stock(p, [&] {
+    torch::mv(p[0], p[1]).sum().backward();
+    return std::vector<Tensor>{};
+  });
+  CHECK(s.eager_for(fallback_reason::anomaly_mode) == 2);
+}
+
+TEST_CASE("an exception inside a backward reaches the caller and gradd stays usable",
+          "[engine][fallback]") {
+  auto p = two_leaves();
+  gradd::reset();
+  gradd::enable_guard on;
+  auto handle = p[1].register_hook([](Tensor g) -> Tensor {
+    throw std::runtime_error("hook failed on purpose");
+  });
+  REQUIRE_THROWS_WITH(torch::mv(p[0], p[1]).sum().backward(),
+                      Catch::Contains("hook failed on purpose"));
+  p[1].remove_hook(handle);
+  gradd::test::clear_grads(p);
+  torch::mv(p[0], p[1]).sum().backward();
+  CHECK(p[1].grad().defined());
+  CHECK(gradd::stats().plan_backwards == 1);
+}
+
+TEST_CASE("a second backward through a freed graph fails as on the stock engine",
+          "[engine][fallback]") {
+  auto p = two_leaves();
+  auto message_of = [&](bool with_gradd) {
+    std::optional<gradd::enable_guard> on;
+    if (with_gradd)
+      on.emplace();
+    auto loss = torch::mv(p[0], p[1]).exp().sum();
+    loss.backward();
+    try {
+      loss.backward();
+    } catch (const c10::Error& e) {
+      return std::string(e.what_without_backtrace());
+    }
+    return std::string("no error");
+  };
+  auto stock = message_of(false);
+  CHECK_THAT(stock, Catch::Contains("second time"));
+  CHECK(message_of(true) == stock);
+}

@@ -1,0 +1,3 @@
+// The test binary's entry point.
+#define CATCH_CONFIG_MAIN
+#include <catch2/catch.hpp>
