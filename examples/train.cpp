@@ -2,7 +2,7 @@
 // the same loop on the stock engine. The two loss curves must agree exactly.
 //
 // Two identical MLPs (same seed) train on the same synthetic batches with
-// SGD + momentum. Each step runs the stock engine's loop, then gradd's; the
+// Adam. Each step runs the stock engine's loop, then gradd's; the
 // program prints both losses and exits non-zero if they ever differ.
 
 #include "engine/gradd.hpp"
@@ -18,7 +18,7 @@ namespace {
 struct trainer {
   explicit trainer(const std::string& model_name)
       : model(gradd::models::make_model(model_name, torch::kCPU)),
-        optimizer(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9)) {}
+        optimizer(model->parameters(), torch::optim::AdamOptions(1e-3)) {}
 
   float step(int64_t i) {
     optimizer.zero_grad();
@@ -29,18 +29,18 @@ struct trainer {
   }
 
   std::unique_ptr<gradd::models::model> model;
-  torch::optim::SGD optimizer;
+  torch::optim::Adam optimizer;
 };
 
 } // namespace
 
 int main(int argc, char** argv) {
   const std::string model_name = argc > 1 ? argv[1] : "mlp";
-  const int steps = argc > 2 ? std::atoi(argv[2]) : 40;
+  const int steps = argc > 2 ? std::atoi(argv[2]) : 60;
   trainer stock(model_name);
   trainer served(model_name);
 
-  std::printf("gradd demo: %s, %d steps of SGD, stock engine vs gradd\n", model_name.c_str(),
+  std::printf("gradd demo: %s, %d steps of Adam, stock engine vs gradd\n", model_name.c_str(),
               steps);
   std::printf("%6s %14s %14s\n", "step", "stock loss", "gradd loss");
   bool agree = true;

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Run HERE (the CPU machine, which reaches Debian's registry): fetches the
+# Debian packages gradd builds against and unpacks them into .deps/root, a
+# git-ignored folder to carry to the GPU machine, which has no registry.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+packages=(libcaf-dev libcaf-core0.17 libcaf-io0.17 libtbb-dev libtbb12 libtbbmalloc2
+          libyaml-cpp-dev libyaml-cpp0.7 catch2)
+rm -rf .deps && mkdir -p .deps/debs .deps/root
+(cd .deps/debs && apt-get download "${packages[@]}" >/dev/null)
+for deb in .deps/debs/*.deb; do dpkg -x "$deb" .deps/root; done
+rm -rf .deps/debs
+echo "gradd: unpacked ${#packages[@]} packages into .deps/root ($(du -sh .deps | cut -f1))"
