@@ -44,15 +44,15 @@ void print_values(std::ostream& out, const std::vector<value_id>& values) {
   }
 }
 
-void print_meta(std::ostream& out, const std::optional<tensor_meta>& meta) {
-  if (!meta) {
+void print_meta(std::ostream& out, const tensor_meta& meta) {
+  if (!meta.known) {
     out << "None";
     return;
   }
-  out << meta->dtype << '[';
-  for (size_t i = 0; i < meta->sizes.size(); ++i)
-    out << (i > 0 ? ", " : "") << meta->sizes[i];
-  out << "]@" << meta->device;
+  out << meta.dtype << '[';
+  for (size_t i = 0; i < meta.sizes.size(); ++i)
+    out << (i > 0 ? ", " : "") << meta.sizes[i];
+  out << "]@" << meta.device;
 }
 
 /// Number of args and results an op kind requires, -1 where any count goes.

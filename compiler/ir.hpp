@@ -12,7 +12,6 @@
 
 #include <cstdint>
 #include <iosfwd>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,8 +46,9 @@ const char* to_string(op_kind kind) noexcept;
 /// Shape, dtype and device of a tensor, where known at capture.
 struct tensor_meta {
   std::vector<int64_t> sizes;
-  std::string dtype;   ///< e.g. "Float"
+  std::string dtype;   ///< e.g. "float"
   std::string device;  ///< e.g. "cpu", "cuda:0"
+  bool known = true;   ///< false: an input with no metadata (undefined)
   friend bool operator==(const tensor_meta&, const tensor_meta&) = default;
 };
 
@@ -87,7 +87,7 @@ struct node_info {
   bool needed = true;           ///< runs (false: only its captures are taken)
   std::vector<edge_ref> edges;  ///< one per output gradient
   std::vector<capture_ref> captures;
-  std::vector<std::optional<tensor_meta>> inputs;  ///< one per input gradient
+  std::vector<tensor_meta> inputs;  ///< one per input gradient
   hook_counts hooks;
   friend bool operator==(const node_info&, const node_info&) = default;
 };

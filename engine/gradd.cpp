@@ -7,7 +7,9 @@
 
 #include <torch/csrc/autograd/engine.h>
 
+#include <cstdlib>
 #include <mutex>
+#include <tuple>
 #include <ostream>
 
 namespace gradd {
@@ -31,6 +33,7 @@ const char* to_string(fallback_reason reason) noexcept {
     case fallback_reason::python_hook: return "python_hook";
     case fallback_reason::nested_tensor: return "nested_tensor";
     case fallback_reason::capture_hook: return "capture_hook";
+    case fallback_reason::compile_pending: return "compile_pending";
     case fallback_reason::compile_error: return "compile_error";
   }
   return "?";
@@ -40,7 +43,7 @@ std::ostream& operator<<(std::ostream& out, const statistics& s) {
   out << "backwards=" << s.backwards << " plan_backwards=" << s.plan_backwards
       << " eager_backwards=" << s.eager_backwards << " captures=" << s.captures
       << " cache_hits=" << s.cache_hits << " cache_misses=" << s.cache_misses
-      << " plans=" << s.plans;
+      << " plans=" << s.plans << " compiles=" << s.compiles;
   for (size_t i = 0; i < fallback_reason_count; ++i)
     if (s.eager_by_reason[i] > 0)
       out << " eager." << to_string(static_cast<fallback_reason>(i)) << '='
@@ -50,15 +53,22 @@ std::ostream& operator<<(std::ostream& out, const statistics& s) {
 
 void enable(const settings& config) {
   std::lock_guard lock(switch_mutex);
-  engine_state::instance().set_settings(config);
+  static bool stop_at_exit = (std::atexit([] { engine_state::instance().stop(); }), true);
+  (void)stop_at_exit;
+  engine_state::instance().start(config);
   torch::autograd::Engine::set_compiled_autograd(&engine::detail::serve_backward);
   enabled = true;
+}
+
+void enable(const std::string& config_path) {
+  enable(load_settings(config_path));
 }
 
 void disable() {
   std::lock_guard lock(switch_mutex);
   torch::autograd::Engine::set_compiled_autograd(nullptr);
   enabled = false;
+  engine_state::instance().stop();
 }
 
 bool is_enabled() noexcept {
@@ -67,15 +77,24 @@ bool is_enabled() noexcept {
 
 void reset() {
   auto& state = engine_state::instance();
-  state.cache.clear();
-  state.stats.reset();
+  state.table.clear();
+  state.reset_statistics();
 }
 
 statistics stats() {
   auto& state = engine_state::instance();
   auto s = state.stats.snapshot();
-  s.plans = state.cache.size();
+  s.plans = state.table.plans();
+  std::tie(s.compiles, s.compiles_in_flight) = state.compile_counts();
   return s;
+}
+
+std::vector<graph_statistics> graph_stats() {
+  return engine_state::instance().table.statistics();
+}
+
+bool wait_for_compiles(std::chrono::milliseconds timeout) {
+  return engine_state::instance().wait_idle(timeout);
 }
 
 enable_guard::enable_guard(const settings& config)
@@ -83,6 +102,9 @@ enable_guard::enable_guard(const settings& config)
       previous_(*engine_state::instance().current_settings()) {
   enable(config);
 }
+
+enable_guard::enable_guard(const std::string& config_path)
+    : enable_guard(load_settings(config_path)) {}
 
 enable_guard::~enable_guard() {
   if (was_enabled_)

@@ -11,10 +11,15 @@
 //   loss.backward();
 //   std::cout << gradd::stats();     // who served them
 
+#include "config/loader.hpp"
+#include "config/settings.hpp"
+
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 namespace gradd {
 
@@ -27,11 +32,12 @@ enum class fallback_reason : uint8_t {
   python_hook,       ///< a hook implemented in Python
   nested_tensor,     ///< a nested tensor flows through the graph
   capture_hook,      ///< a deprecated grad-capture hook on an input
+  compile_pending,   ///< the graph's plan is still compiling
   compile_error,     ///< gradd failed to compile the graph
 };
 
 /// Number of fallback reasons.
-inline constexpr size_t fallback_reason_count = 8;
+inline constexpr size_t fallback_reason_count = 9;
 
 /// Returns the reason's name, e.g. "create_graph".
 const char* to_string(fallback_reason reason) noexcept;
@@ -46,7 +52,9 @@ struct statistics {
   uint64_t captures = 0;         ///< graphs captured into IR
   uint64_t cache_hits = 0;       ///< backwards whose structure had a plan
   uint64_t cache_misses = 0;     ///< backwards with a new structure
-  uint64_t plans = 0;            ///< plans in the cache
+  uint64_t plans = 0;            ///< ready plans in the cache
+  uint64_t compiles = 0;         ///< compiles finished (ready or failed)
+  uint64_t compiles_in_flight = 0;  ///< compiles not finished yet
 
   /// Backwards that fell back for `reason`.
   uint64_t eager_for(fallback_reason reason) const noexcept {
@@ -57,18 +65,30 @@ struct statistics {
 /// Writes the statistics as one line of `key=value` pairs.
 std::ostream& operator<<(std::ostream& out, const statistics& s);
 
-/// How gradd serves backwards while enabled. Constructing one does no work.
-struct settings {
-  /// Serve every backward with the stock engine (counted as force_eager).
-  bool force_eager = false;
+/// One captured structure's statistics.
+struct graph_statistics {
+  uint64_t id = 0;
+  std::string state;             ///< "pending", "ready" or "failed"
+  uint32_t nodes = 0;            ///< autograd nodes in the graph
+  uint64_t hits = 0;             ///< backwards its plan served
+  uint64_t pending_backwards = 0;  ///< backwards that ran while it compiled
+  uint64_t eager_backwards = 0;  ///< backwards the stock engine served for it
+  uint64_t compiles = 0;
+  double compile_ms = 0;         ///< capture to plan, in the pipeline
+  std::string fallback;          ///< why it failed, when failed
 };
 
 /// Enables gradd for the whole process with `config`, replacing the settings
-/// of an earlier enable(). Throws if another thread is inside a backward.
-void enable(const settings& config = {});
+/// of an earlier enable(), and starts its compile pipeline. Throws if another
+/// thread is inside a backward.
+void enable(const settings& config = default_settings());
 
-/// Disables gradd: later backwards run on the stock engine untouched.
-/// Throws if another thread is inside a backward.
+/// Enables gradd with the policy file at `config_path` (see load_settings).
+void enable(const std::string& config_path);
+
+/// Disables gradd: later backwards run on the stock engine untouched. Stops
+/// the pipeline after the compiles in flight finish (at most
+/// compile.timeout_ms). Throws if another thread is inside a backward.
 void disable();
 
 /// Whether gradd serves backwards now.
@@ -81,12 +101,20 @@ void reset();
 /// Returns the statistics. Thread-safe.
 statistics stats();
 
+/// Returns each captured structure's statistics. Thread-safe.
+std::vector<graph_statistics> graph_stats();
+
+/// Waits until no compile is in flight, at most `timeout`; returns whether
+/// the pipeline is idle. Useful before timing, and in tests.
+bool wait_for_compiles(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
 /// Enables gradd for a scope and restores the previous state (enabled with
 /// its settings, or disabled) on exit. Scopes nest; an inner one must end
 /// before an outer one, as with PyTorch's compiled_autograd._enable.
 class enable_guard {
 public:
-  explicit enable_guard(const settings& config = {});
+  explicit enable_guard(const settings& config = default_settings());
+  explicit enable_guard(const std::string& config_path);
   ~enable_guard();
   enable_guard(const enable_guard&) = delete;
   enable_guard& operator=(const enable_guard&) = delete;

@@ -1,17 +1,21 @@
 // Dispatch of one backward: walk, look up, run a plan or fall back.
 //
 // The order of checks is the cost order: settings and thread-local modes
-// first (free), then the walk that every plan needs anyway, then one cache
-// lookup. A miss captures and compiles on the calling thread and serves this
-// very backward with the new plan.
+// first (free), then the walk that every plan needs anyway, then one table
+// lookup under a shared lock. A hit runs its plan right here, on the
+// backward's own thread; nothing on that path touches an actor. A miss
+// captures the node table (only this thread may read the live nodes), hands
+// it to the pipeline and, in async mode, lets the stock engine serve this
+// backward; in sync mode it waits for the plan.
 
 #include "engine/detail/backward_hook.hpp"
 
-#include "compiler/plan.hpp"
+#include "config/log.hpp"
 #include "engine/detail/capture.hpp"
 #include "engine/detail/eager_fallback.hpp"
 #include "engine/detail/engine_state.hpp"
 #include "engine/detail/graph_walk.hpp"
+#include "engine/detail/nan_check.hpp"
 #include "engine/detail/plan_runner.hpp"
 #include "engine/detail/post_processing.hpp"
 
@@ -23,6 +27,8 @@
 namespace gradd::engine::detail {
 
 namespace {
+
+using torch::autograd::variable_list;
 
 /// Walk storage of this thread, one per nesting level of backward-in-backward.
 class walk_scope {
@@ -44,68 +50,129 @@ private:
 thread_local std::vector<std::unique_ptr<graph_walk>> walk_scope::walks_;
 thread_local size_t walk_scope::depth_ = 0;
 
-plan_cache::entry compile(const graph_walk& walk, const torch::autograd::GraphTask& task,
-                          const std::vector<torch::autograd::Edge>& outputs, bool accumulate_grad,
-                          engine_state& state) {
-  auto compiled = std::make_shared<compiled_graph>();
-  try {
-    auto captured = capture_graph(walk, task, outputs, accumulate_grad);
-    state.stats.captures.fetch_add(1, std::memory_order_relaxed);
-    compiled->eager_reason = captured.eager_reason;
-    compiled->ir = std::move(captured.ir);
-    if (!compiled->eager_reason)
-      compiled->plan = compiler::build_plan(compiled->ir);
-  } catch (const std::exception& e) {
-    TORCH_WARN("gradd: compiling a backward failed, the stock engine serves it: ", e.what());
-    compiled->eager_reason = fallback_reason::compile_error;
+/// One backward being served.
+class backward_call {
+public:
+  backward_call(const std::shared_ptr<torch::autograd::Node>& root,
+                const torch::autograd::GraphTask& task, bool accumulate_grad,
+                const std::vector<torch::autograd::Edge>& outputs)
+      : state_(engine_state::instance()), config_(state_.current_settings()), root_(root),
+        task_(const_cast<torch::autograd::GraphTask&>(task)),
+        accumulate_grad_(accumulate_grad), outputs_(outputs) {}
+
+  variable_list serve() {
+    state_.stats.backwards.fetch_add(1, std::memory_order_relaxed);
+    if (config_->fallback.force_eager)
+      return eager(fallback_reason::force_eager);
+    // The stock engine's workers run nodes under the task's thread-local
+    // state, whose grad mode is create_graph.
+    at::ThreadLocalStateGuard tls_guard(task_.thread_locals_);
+    if (c10::GradMode::is_enabled())
+      return eager(fallback_reason::create_graph);
+    if (torch::autograd::AnomalyMode::is_enabled())
+      return eager(fallback_reason::anomaly_mode);
+
+    walk_scope scope;
+    walk_ = &*scope;
+    walk_graph(*root_, outputs_, task_.keep_graph_, accumulate_grad_, *walk_);
+    auto found = find();
+    if (found.ready) {
+      state_.stats.cache_hits.fetch_add(1, std::memory_order_relaxed);
+      return run(*found.ready);
+    }
+    state_.stats.cache_misses.fetch_add(1, std::memory_order_relaxed);
+    auto record = found.blocked ? found.blocked : compile();
+    if (!record)  // another thread claimed it a moment ago
+      record = find().blocked;
+    if (record && record->state.load() == graph_state::pending
+        && config_->compile.mode == compile_mode::sync)
+      record->wait_settled(std::chrono::milliseconds(config_->compile.timeout_ms));
+    if (record && record->state.load(std::memory_order_acquire) == graph_state::ready
+        && fits(*record))
+      return run(*record);
+    return eager_for(record.get());
   }
-  state.cache.insert(walk.key, compiled);
-  return compiled;
-}
+
+private:
+  bool fits(const graph_record& r) const {
+    return sequence_order_holds(r.compiled->plan, walk_->nodes);
+  }
+
+  plan_table::lookup find() const {
+    return state_.table.find(walk_->key, [this](const graph_record& r) { return fits(r); });
+  }
+
+  /// Claims the structure and sends it to the pipeline; nullptr if another
+  /// thread compiles it.
+  std::shared_ptr<graph_record> compile() {
+    auto record = state_.table.claim(walk_->key);
+    if (!record)
+      return nullptr;
+    state_.stats.captures.fetch_add(1, std::memory_order_relaxed);
+    auto captured = capture_graph(*walk_, task_, outputs_, accumulate_grad_);
+    if (captured.eager_reason) {
+      state_.table.fail(*record, *captured.eager_reason,
+                        std::chrono::steady_clock::time_point::max());
+      TORCH_CHECK(config_->fallback.on_unsupported != unsupported_policy::error,
+                  "gradd: cannot serve this backward: ", to_string(*captured.eager_reason),
+                  " (policy fallback.on_unsupported: error)");
+    } else if (!state_.submit(record->id, std::move(captured.ir))) {
+      state_.table.fail(*record, fallback_reason::compile_error,
+                        std::chrono::steady_clock::time_point::min());
+    }
+    return record;
+  }
+
+  variable_list run(graph_record& record) {
+    record.hits.fetch_add(1, std::memory_order_relaxed);
+    record.running.fetch_add(1);
+    struct running_guard {
+      graph_record& r;
+      ~running_guard() { r.running.fetch_sub(1); }
+    } guard{record};
+    run_plan(record.compiled->plan, walk_->nodes, task_);
+    run_post_processing(task_);
+    if (config_->nan_check.enabled)
+      check_for_nan(walk_->nodes, task_.captured_vars_);
+    state_.stats.plan_backwards.fetch_add(1, std::memory_order_relaxed);
+    return std::move(task_.captured_vars_);
+  }
+
+  variable_list eager_for(graph_record* record) {
+    auto reason = fallback_reason::compile_pending;
+    if (record) {
+      record->eager_backwards.fetch_add(1, std::memory_order_relaxed);
+      if (record->state.load(std::memory_order_acquire) == graph_state::failed)
+        reason = record->eager_reason;
+      else
+        record->pending_backwards.fetch_add(1, std::memory_order_relaxed);
+    }
+    auto result = eager(reason);
+    if (config_->nan_check.enabled)
+      check_for_nan(walk_->nodes, result);
+    return result;
+  }
+
+  variable_list eager(fallback_reason reason) {
+    state_.count_fallback(reason);
+    return run_on_stock_engine(root_, task_);
+  }
+
+  engine_state& state_;
+  std::shared_ptr<const settings> config_;
+  const std::shared_ptr<torch::autograd::Node>& root_;
+  torch::autograd::GraphTask& task_;
+  bool accumulate_grad_;
+  const std::vector<torch::autograd::Edge>& outputs_;
+  graph_walk* walk_ = nullptr;
+};
 
 } // namespace
 
-torch::autograd::variable_list serve_backward(
-    const std::shared_ptr<torch::autograd::Node>& graph_root,
-    const torch::autograd::GraphTask& task, bool accumulate_grad,
-    const std::vector<torch::autograd::Edge>& outputs) {
-  auto& state = engine_state::instance();
-  state.stats.backwards.fetch_add(1, std::memory_order_relaxed);
-  auto eager = [&](fallback_reason reason) {
-    state.count_fallback(reason);
-    return run_on_stock_engine(graph_root, task);
-  };
-  if (state.current_settings()->force_eager)
-    return eager(fallback_reason::force_eager);
-
-  auto& live_task = const_cast<torch::autograd::GraphTask&>(task);
-  // The stock engine's workers run nodes under the task's thread-local state,
-  // whose grad mode is create_graph.
-  at::ThreadLocalStateGuard tls_guard(task.thread_locals_);
-  if (c10::GradMode::is_enabled())
-    return eager(fallback_reason::create_graph);
-  if (torch::autograd::AnomalyMode::is_enabled())
-    return eager(fallback_reason::anomaly_mode);
-
-  walk_scope scope;
-  auto& walk = *scope;
-  walk_graph(*graph_root, outputs, task.keep_graph_, accumulate_grad, walk);
-  auto compiled = state.cache.find(walk.key, [&](const compiled_graph& c) {
-    return c.eager_reason || sequence_order_holds(c.plan, walk.nodes);
-  });
-  if (compiled) {
-    state.stats.cache_hits.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    state.stats.cache_misses.fetch_add(1, std::memory_order_relaxed);
-    compiled = compile(walk, task, outputs, accumulate_grad, state);
-  }
-  if (compiled->eager_reason)
-    return eager(*compiled->eager_reason);
-
-  run_plan(compiled->plan, walk.nodes, live_task);
-  run_post_processing(live_task);
-  state.stats.plan_backwards.fetch_add(1, std::memory_order_relaxed);
-  return std::move(live_task.captured_vars_);
+variable_list serve_backward(const std::shared_ptr<torch::autograd::Node>& graph_root,
+                             const torch::autograd::GraphTask& task, bool accumulate_grad,
+                             const std::vector<torch::autograd::Edge>& outputs) {
+  return backward_call(graph_root, task, accumulate_grad, outputs).serve();
 }
 
 } // namespace gradd::engine::detail

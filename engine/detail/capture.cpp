@@ -8,8 +8,6 @@
 
 #include "engine/detail/capture.hpp"
 
-#include "compiler/lower.hpp"
-
 #include <c10/util/Type.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
@@ -48,10 +46,12 @@ bool has_python_hook(Node& n) {
   return acc && is_python_type(typeid(*acc));
 }
 
-std::optional<compiler::tensor_meta> meta_of(const torch::autograd::InputMetadata& m) {
-  if (m.was_default_constructed())
-    return std::nullopt;
+compiler::tensor_meta meta_of(const torch::autograd::InputMetadata& m) {
   compiler::tensor_meta meta;
+  if (m.was_default_constructed()) {
+    meta.known = false;
+    return meta;
+  }
   meta.dtype = std::string(m.dtype().name());
   meta.device = m.device().str();
   if (!m.is_nested_tensor()) {
@@ -134,7 +134,6 @@ capture_result capture_graph(const graph_walk& walk, const torch::autograd::Grap
         if (!c.DO_NOT_USE_DEPRECATED_get_capture_hooks().empty())
           result.eager_reason = fallback_reason::capture_hook;
   }
-  compiler::lower_to_node_ops(g);
   return result;
 }
 

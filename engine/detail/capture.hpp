@@ -14,13 +14,13 @@ namespace gradd::engine::detail {
 
 /// The result of capturing one backward.
 struct capture_result {
-  compiler::graph ir;                           ///< node-level IR, lowered
+  compiler::graph ir;                           ///< the node table; ops come from lowering
   std::optional<fallback_reason> eager_reason;  ///< set when no plan may serve it
 };
 
-/// Captures the graph of `walk` into node-level IR: each node's type, edges,
-/// hooks, input metadata and sequence number, the outputs of
-/// `autograd::grad`, then the node program in stock order. Finds what gradd
+/// Captures the graph of `walk` as a node table: each node's type, edges,
+/// hooks, input metadata and sequence number, and the outputs of
+/// `autograd::grad` (compiler::lower_to_node_ops makes the program). Finds what gradd
 /// must leave to the stock engine (Python nodes or hooks, nested tensors,
 /// deprecated capture hooks). Reads the nodes; changes nothing.
 capture_result capture_graph(const graph_walk& walk, const torch::autograd::GraphTask& task,

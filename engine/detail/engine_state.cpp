@@ -2,7 +2,7 @@
 
 #include "engine/detail/engine_state.hpp"
 
-#include <c10/util/Exception.h>
+#include "config/log.hpp"
 
 namespace gradd::engine::detail {
 
@@ -35,13 +35,55 @@ engine_state& engine_state::instance() {
   return *state;
 }
 
+void engine_state::start(const settings& config) {
+  stop();
+  std::unique_lock lock(pipeline_mutex_);
+  settings_.store(std::make_shared<const settings>(config));
+  pipeline_ = std::make_unique<actors::pipeline>(config, table);
+}
+
+void engine_state::stop() {
+  std::unique_lock lock(pipeline_mutex_);
+  if (!pipeline_)
+    return;
+  pipeline_->stop();
+  compiles_before_ += pipeline_->finished();
+  pipeline_.reset();
+}
+
+bool engine_state::submit(uint64_t graph_id, compiler::graph node_table) {
+  std::shared_lock lock(pipeline_mutex_);
+  return pipeline_ && pipeline_->submit(graph_id, std::move(node_table));
+}
+
+bool engine_state::wait_idle(std::chrono::milliseconds timeout) {
+  std::shared_lock lock(pipeline_mutex_);
+  return !pipeline_ || pipeline_->wait_idle(timeout);
+}
+
+std::pair<uint64_t, uint64_t> engine_state::compile_counts() const {
+  std::shared_lock lock(pipeline_mutex_);
+  if (!pipeline_)
+    return {compiles_before_ - compiles_reset_, 0};
+  return {compiles_before_ + pipeline_->finished() - compiles_reset_, pipeline_->in_flight()};
+}
+
+void engine_state::reset_statistics() {
+  stats.reset();
+  std::unique_lock lock(pipeline_mutex_);
+  compiles_reset_ = compiles_before_ + (pipeline_ ? pipeline_->finished() : 0);
+}
+
 void engine_state::count_fallback(fallback_reason reason) {
   auto bit = 1u << static_cast<uint32_t>(reason);
   stats.eager_backwards.fetch_add(1, std::memory_order_relaxed);
   stats.eager_by_reason[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
+  // Running eager while a plan compiles is the design, not a problem.
+  auto level = reason == fallback_reason::compile_pending ? log_level::info : log_level::warning;
   if ((warned_reasons_.fetch_or(bit) & bit) == 0)
-    TORCH_WARN("gradd: a backward ran on the stock engine: ", to_string(reason),
-               " (warned once per reason; see gradd::stats())");
+    log(current_settings()->logging.level, level,
+        std::string("a backward ran on the stock engine: ") + to_string(reason)
+            + " (said once per reason; see gradd::stats())");
 }
 
 } // namespace gradd::engine::detail

@@ -1,10 +1,12 @@
 #pragma once
 
+#include "actors/pipeline.hpp"
 #include "engine/gradd.hpp"
-#include "engine/detail/plan_cache.hpp"
+#include "engine/detail/plan_table.hpp"
 
 #include <atomic>
 #include <memory>
+#include <shared_mutex>
 
 namespace gradd::engine::detail {
 
@@ -22,7 +24,8 @@ struct counters {
   void reset();
 };
 
-/// The process-wide state behind the API: settings, plan cache, statistics.
+/// The process-wide state behind the API: settings, plan table, pipeline,
+/// statistics.
 class engine_state {
 public:
   /// The one instance, created on first use and never destroyed (backwards on
@@ -30,19 +33,38 @@ public:
   static engine_state& instance();
 
   std::shared_ptr<const settings> current_settings() const { return settings_.load(); }
-  void set_settings(const settings& config) {
-    settings_.store(std::make_shared<const settings>(config));
-  }
+
+  /// Installs `config` and a pipeline built for it (the old one stops first).
+  void start(const settings& config);
+
+  /// Stops the pipeline; plans stay in the table.
+  void stop();
+
+  /// Sends a captured graph to the pipeline; false if none is running.
+  bool submit(uint64_t graph_id, compiler::graph node_table);
+
+  /// Waits for the pipeline to go idle; true if there is none.
+  bool wait_idle(std::chrono::milliseconds timeout);
+
+  /// Compiles settled (since the last reset) and in flight, for statistics.
+  std::pair<uint64_t, uint64_t> compile_counts() const;
+
+  /// Zeroes the statistics.
+  void reset_statistics();
 
   /// Counts a backward served by the stock engine, warning once per reason.
   void count_fallback(fallback_reason reason);
 
-  plan_cache cache;
+  plan_table table;
   counters stats;
 
 private:
   std::atomic<std::shared_ptr<const settings>> settings_{std::make_shared<const settings>()};
   std::atomic<uint32_t> warned_reasons_{0};
+  mutable std::shared_mutex pipeline_mutex_;
+  std::unique_ptr<actors::pipeline> pipeline_;
+  uint64_t compiles_before_ = 0;  ///< settled by earlier pipelines
+  uint64_t compiles_reset_ = 0;   ///< settled before the last reset
 };
 
 } // namespace gradd::engine::detail

@@ -62,8 +62,9 @@ struct op_payload {
 /// `validate_outputs` where the output check changed a gradient,
 /// `copy_slices_prologue`/`epilogue`, `accumulate_grad` (`index` the lifted
 /// position of the leaf) and a final `output` (the `autograd::grad` results).
-/// Sizes and scalars are specialized: replay checks that a later graph lifts
-/// the same ones.
+/// `ir.nodes` lists the nodes that run or capture, in lifting order (type,
+/// sequence number, edges, captures; no input metadata). Sizes and scalars
+/// are specialized: replay checks that a later graph lifts the same ones.
 struct functional_recording {
   compiler::graph ir;
   std::vector<op_payload> payloads;    ///< one per op of `ir.ops`

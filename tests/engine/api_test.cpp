@@ -14,13 +14,13 @@ void one_backward() {
 TEST_CASE("guards nest: inner scopes restore the outer state", "[engine][api]") {
   REQUIRE(!gradd::is_enabled());
   {
-    gradd::enable_guard outer;
+    gradd::enable_guard outer{gradd::test::sync_settings()};
     CHECK(gradd::is_enabled());
     {
       gradd::disable_guard inner;
       CHECK(!gradd::is_enabled());
       {
-        gradd::enable_guard innermost{gradd::settings{.force_eager = true}};
+        gradd::enable_guard innermost{gradd::test::force_eager_settings()};
         CHECK(gradd::is_enabled());
       }
       CHECK(!gradd::is_enabled());
@@ -32,9 +32,9 @@ TEST_CASE("guards nest: inner scopes restore the outer state", "[engine][api]") 
 
 TEST_CASE("an inner enable's settings end with its scope", "[engine][api]") {
   gradd::reset();
-  gradd::enable_guard outer;
+  gradd::enable_guard outer{gradd::test::sync_settings()};
   {
-    gradd::enable_guard inner{gradd::settings{.force_eager = true}};
+    gradd::enable_guard inner{gradd::test::force_eager_settings()};
     one_backward();
   }
   one_backward();
@@ -52,7 +52,7 @@ TEST_CASE("disabled gradd sees no backward", "[engine][api]") {
 TEST_CASE("statistics count hits, misses and captures; reset clears them", "[engine][api]") {
   gradd::reset();
   {
-    gradd::enable_guard on;
+    gradd::enable_guard on{gradd::test::sync_settings()};
     for (int i = 0; i < 3; ++i)
       one_backward();
   }
@@ -95,7 +95,7 @@ TEST_CASE("a structure recorded in another sequence order gets its own plan",
   gradd::reset();
   for (bool swapped : {false, true, false, true}) {
     auto stock = step(swapped);
-    gradd::enable_guard on;
+    gradd::enable_guard on{gradd::test::sync_settings()};
     gradd::test::require_bitwise_equal(stock, step(swapped));
   }
   auto s = gradd::stats();

@@ -33,7 +33,7 @@ TEST_CASE("create_graph runs on the stock engine, counted", "[engine][fallback]"
 TEST_CASE("force_eager serves every backward with the stock engine", "[engine][fallback]") {
   auto p = two_leaves();
   gradd::reset();
-  gradd::enable_guard on{gradd::settings{.force_eager = true}};
+  gradd::enable_guard on{gradd::test::force_eager_settings()};
   torch::mv(p[0], p[1]).sum().backward();
   auto s = gradd::stats();
   CHECK(s.eager_for(fallback_reason::force_eager) == 1);
@@ -55,7 +55,7 @@ TEST_CASE("an exception inside a backward reaches the caller and gradd stays usa
           "[engine][fallback]") {
   auto p = two_leaves();
   gradd::reset();
-  gradd::enable_guard on;
+  gradd::enable_guard on{gradd::test::sync_settings()};
   auto handle = p[1].register_hook([](Tensor g) -> Tensor {
     throw std::runtime_error("hook failed on purpose");
   });
@@ -74,7 +74,7 @@ TEST_CASE("a second backward through a freed graph fails as on the stock engine"
   auto message_of = [&](bool with_gradd) {
     std::optional<gradd::enable_guard> on;
     if (with_gradd)
-      on.emplace();
+      on.emplace(gradd::test::sync_settings());
     auto loss = torch::mv(p[0], p[1]).exp().sum();
     loss.backward();
     try {

@@ -14,6 +14,21 @@
 
 namespace gradd::test {
 
+/// A policy whose compiles are synchronous: every backward, the first one
+/// of a structure included, is served by a plan, so tests can count them.
+inline settings sync_settings() {
+  settings s;
+  s.compile.mode = compile_mode::sync;
+  return s;
+}
+
+/// A synchronous policy that serves every backward with the stock engine.
+inline settings force_eager_settings() {
+  auto s = sync_settings();
+  s.fallback.force_eager = true;
+  return s;
+}
+
 /// Sets every tensor's `.grad` to undefined.
 inline void clear_grads(const std::vector<torch::Tensor>& tensors) {
   for (auto t : tensors)
@@ -73,7 +88,7 @@ inline statistics check_against_stock(
     restore();
     std::vector<torch::Tensor> result;
     {
-      enable_guard on;
+      enable_guard on{sync_settings()};
       result = step();
     }
     require_bitwise_equal(stock_grads, grads_of(leaves));

@@ -1,0 +1,56 @@
+// The compile stage. Plan building runs on the TBB arena and its result goes
+// to the registry as a message; the actor itself never blocks.
+
+#include "actors/compile_actor.hpp"
+
+#include "compiler/plan.hpp"
+
+#include <caf/all.hpp>
+
+#include <thread>
+
+namespace gradd::actors {
+
+namespace {
+
+/// The test knob compile.delay_ms, cut short when the pipeline stops.
+void delay(const stage_context& context) {
+  auto until = std::chrono::steady_clock::now()
+               + std::chrono::milliseconds(context.config.compile.delay_ms);
+  while (!context.stopping.load() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+} // namespace
+
+compile_actor::behavior_type compile_stage(compile_actor::stateful_pointer<compile_state>,
+                                           stage_context* context, registry_actor registry) {
+  return {
+    [context, registry](compile_job& job) {
+      auto shared = std::make_shared<compile_job>(std::move(job));
+      context->run_on_arena([context, registry, shared] {
+        compile_result result;
+        result.graph_id = shared->graph_id;
+        auto start = std::chrono::steady_clock::now();
+        delay(*context);
+        if (context->stopping.load()) {
+          result.error = "compile stage: the pipeline stopped";
+        } else {
+          try {
+            result.plan = compiler::build_plan(shared->ir);
+            result.ir = std::move(shared->ir);
+            result.ok = true;
+          } catch (const std::exception& e) {
+            result.error = std::string("compile stage: ") + e.what();
+          }
+        }
+        result.compile_ms = std::chrono::duration<double, std::milli>(
+                                std::chrono::steady_clock::now() - start)
+                                .count();
+        caf::anon_send(registry, std::move(result));
+      });
+    },
+  };
+}
+
+} // namespace gradd::actors

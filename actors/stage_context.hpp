@@ -1,0 +1,47 @@
+#pragma once
+
+// What every pipeline stage shares: the policy, the plan table it feeds, the
+// TBB arena its heavy work runs on, and the counters that let the pipeline
+// drain. Owned by the pipeline, which outlives its stages and their tasks.
+
+#include "config/settings.hpp"
+#include "engine/detail/plan_table.hpp"
+
+#include <oneapi/tbb/task_arena.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+
+namespace gradd::actors {
+
+struct stage_context {
+  settings config;
+  engine::detail::plan_table* table = nullptr;
+  tbb::task_arena* arena = nullptr;
+  /// Set when the pipeline stops: stages skip the rest of their work.
+  std::atomic<bool> stopping{false};
+  /// Jobs submitted and not yet settled by the registry.
+  std::atomic<uint64_t> in_flight{0};
+  std::atomic<uint64_t> finished{0};
+  std::mutex idle_mutex;
+  std::condition_variable idle;
+
+  /// Runs `work` on the TBB arena. `work` must not throw: a stage catches
+  /// its own errors and turns them into a failed compile_result.
+  template <class Work>
+  void run_on_arena(Work work) {
+    arena->enqueue(std::move(work));
+  }
+
+  /// Called by the registry when a job has settled.
+  void job_settled() {
+    finished.fetch_add(1);
+    if (in_flight.fetch_sub(1) == 1) {
+      std::lock_guard lock(idle_mutex);
+      idle.notify_all();
+    }
+  }
+};
+
+} // namespace gradd::actors

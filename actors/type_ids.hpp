@@ -1,0 +1,15 @@
+#pragma once
+
+// gradd's one CAF type-ID block. CAF 0.17 writes each registered name on the
+// wire, so renaming a type here changes the daemon protocol.
+
+#include "actors/messages.hpp"
+
+#include <caf/type_id.hpp>
+
+CAF_BEGIN_TYPE_ID_BLOCK(gradd, caf::first_custom_type_id)
+  CAF_ADD_TYPE_ID(gradd, (gradd::actors::capture_job))
+  CAF_ADD_TYPE_ID(gradd, (gradd::actors::pass_job))
+  CAF_ADD_TYPE_ID(gradd, (gradd::actors::compile_job))
+  CAF_ADD_TYPE_ID(gradd, (gradd::actors::compile_result))
+CAF_END_TYPE_ID_BLOCK(gradd)

@@ -1,0 +1,13 @@
+#pragma once
+
+#include "config/settings.hpp"
+
+#include <string>
+
+namespace gradd {
+
+/// Writes `message` to stderr as "gradd [level]: message" when `level` is
+/// within `configured` (error < warning < info < debug). Thread-safe.
+void log(log_level configured, log_level level, const std::string& message);
+
+} // namespace gradd

@@ -1,0 +1,59 @@
+#pragma once
+
+// gradd's policy as a plain value: what a YAML policy file sets. Every
+// member's default is the documented default (config/schema.cpp holds the
+// table that documents and parses them).
+
+#include <cstdint>
+#include <string>
+
+namespace gradd {
+
+/// When a new graph's plan is built.
+enum class compile_mode : uint8_t {
+  async,  ///< the backward runs on the stock engine; later ones use the plan
+  sync,   ///< the backward waits for its plan
+};
+
+/// What happens to a structure whose compile failed.
+enum class compile_error_policy : uint8_t {
+  retry_after,  ///< the stock engine serves it for fallback.retry_after_ms, then it compiles again
+  never_retry,  ///< the stock engine serves it for good
+};
+
+/// What happens to a backward gradd cannot run (Python nodes, nested tensors...).
+enum class unsupported_policy : uint8_t {
+  eager,  ///< run it on the stock engine, count and warn once
+  error,  ///< raise an error naming the reason
+};
+
+/// Logging verbosity.
+enum class log_level : uint8_t { error, warning, info, debug };
+
+/// How gradd serves backwards. Constructing one does no work.
+struct settings {
+  struct compile_section {
+    compile_mode mode = compile_mode::async;
+    uint32_t threads = 1;        ///< TBB threads for passes and plan building
+    uint32_t timeout_ms = 10000; ///< a compile running longer counts as failed
+    uint32_t delay_ms = 0;       ///< test knob: each compile waits this long first
+  } compile;
+  struct cache_section {
+    uint32_t max_plans = 256;    ///< least recently used plans go beyond this
+  } cache;
+  struct fallback_section {
+    compile_error_policy on_compile_error = compile_error_policy::retry_after;
+    uint32_t retry_after_ms = 60000;
+    unsupported_policy on_unsupported = unsupported_policy::eager;
+    bool force_eager = false;    ///< serve every backward with the stock engine
+  } fallback;
+  struct nan_check_section {
+    bool enabled = false;        ///< raise after a backward whose gradients hold NaN
+  } nan_check;
+  struct logging_section {
+    log_level level = log_level::warning;
+    std::string ir_dump_dir;     ///< write each captured graph's IR here ("" = off)
+  } logging;
+};
+
+} // namespace gradd

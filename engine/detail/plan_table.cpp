@@ -1,0 +1,190 @@
+// The plan table: the registry's bookkeeping, readable from any thread.
+
+#include "engine/detail/plan_table.hpp"
+
+#include <algorithm>
+
+namespace gradd::engine::detail {
+
+bool graph_record::wait_settled(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(settle_mutex_);
+  return settled_.wait_for(lock, timeout,
+                           [&] { return state.load() != graph_state::pending; });
+}
+
+void graph_record::notify_settled() {
+  std::lock_guard lock(settle_mutex_);
+  settled_.notify_all();
+}
+
+plan_table::lookup plan_table::find(const structural_key& key,
+                                    const std::function<bool(const graph_record&)>& fits) const {
+  lookup result;
+  std::shared_lock lock(mutex_);
+  auto found = by_key_.find(key);
+  if (found == by_key_.end())
+    return result;
+  auto now = std::chrono::steady_clock::time_point::min();
+  for (const auto& r : found->second) {
+    switch (r->state.load(std::memory_order_acquire)) {
+      case graph_state::ready:
+        if (fits(*r)) {
+          r->last_used.store(clock_.fetch_add(1, std::memory_order_relaxed),
+                             std::memory_order_relaxed);
+          result.ready = r;
+          return result;
+        }
+        break;
+      case graph_state::pending:
+        result.blocked = r;
+        break;
+      case graph_state::failed:
+        if (now == std::chrono::steady_clock::time_point::min())
+          now = std::chrono::steady_clock::now();
+        if (now < r->retry_at)
+          result.blocked = r;
+        break;
+    }
+  }
+  return result;
+}
+
+std::shared_ptr<graph_record> plan_table::claim(const structural_key& key) {
+  std::unique_lock lock(mutex_);
+  auto& variants = by_key_[key];
+  auto now = std::chrono::steady_clock::now();
+  for (const auto& r : variants) {
+    auto s = r->state.load();
+    if (s == graph_state::pending || (s == graph_state::failed && now < r->retry_at))
+      return nullptr;
+  }
+  // Failed records due for a retry make way for the new attempt.
+  std::erase_if(variants, [&](const auto& r) {
+    bool drop = r->state.load() == graph_state::failed;
+    if (drop)
+      by_id_.erase(r->id);
+    return drop;
+  });
+  auto r = std::make_shared<graph_record>(next_id_++, key);
+  variants.push_back(r);
+  by_id_.emplace(r->id, r);
+  return r;
+}
+
+std::shared_ptr<graph_record> plan_table::record(uint64_t id) const {
+  std::shared_lock lock(mutex_);
+  auto found = by_id_.find(id);
+  return found == by_id_.end() ? nullptr : found->second;
+}
+
+void plan_table::publish(graph_record& r, std::shared_ptr<const compiled_graph> compiled,
+                         double compile_ms, size_t max_plans) {
+  {
+    std::unique_lock lock(mutex_);
+    r.compile_ms = compile_ms;
+    r.nodes = static_cast<uint32_t>(compiled->ir.nodes.size());
+    r.compiled = std::move(compiled);
+    r.last_used = clock_.fetch_add(1, std::memory_order_relaxed);
+    r.state.store(graph_state::ready, std::memory_order_release);
+    evict_to(max_plans);
+  }
+  r.notify_settled();
+}
+
+void plan_table::fail(graph_record& r, fallback_reason reason,
+                      std::chrono::steady_clock::time_point retry_at) {
+  {
+    std::unique_lock lock(mutex_);
+    r.eager_reason = reason;
+    r.retry_at = retry_at;
+    r.state.store(graph_state::failed, std::memory_order_release);
+  }
+  r.notify_settled();
+}
+
+void plan_table::evict_to(size_t max_plans) {
+  std::vector<graph_record*> ready;
+  for (const auto& [key, variants] : by_key_)
+    for (const auto& r : variants)
+      if (r->state.load() == graph_state::ready)
+        ready.push_back(r.get());
+  if (ready.size() <= max_plans)
+    return;
+  std::sort(ready.begin(), ready.end(), [](auto* a, auto* b) {
+    return a->last_used.load() < b->last_used.load();
+  });
+  size_t excess = ready.size() - max_plans;
+  for (auto* victim : ready) {
+    if (excess == 0)
+      break;
+    if (victim->running.load() > 0)
+      continue;  // never under a running backward
+    auto keep = by_id_.at(victim->id);  // alive until its key is erased
+    auto& variants = by_key_[victim->key];
+    by_id_.erase(victim->id);
+    std::erase_if(variants, [&](const auto& r) { return r.get() == victim; });
+    if (variants.empty())
+      by_key_.erase(victim->key);
+    --excess;
+  }
+}
+
+void plan_table::drop_pending() {
+  std::vector<std::shared_ptr<graph_record>> dropped;
+  {
+    std::unique_lock lock(mutex_);
+    for (auto& [key, variants] : by_key_)
+      std::erase_if(variants, [&](const auto& r) {
+        if (r->state.load() != graph_state::pending)
+          return false;
+        dropped.push_back(r);
+        return true;
+      });
+    for (const auto& r : dropped)
+      by_id_.erase(r->id);
+  }
+  for (const auto& r : dropped) {
+    r->eager_reason = fallback_reason::compile_pending;
+    r->retry_at = std::chrono::steady_clock::time_point::min();
+    r->state.store(graph_state::failed);
+    r->notify_settled();
+  }
+}
+
+void plan_table::clear() {
+  std::unique_lock lock(mutex_);
+  by_key_.clear();
+  by_id_.clear();
+}
+
+size_t plan_table::plans() const {
+  std::shared_lock lock(mutex_);
+  size_t n = 0;
+  for (const auto& [id, r] : by_id_)
+    n += r->state.load() == graph_state::ready ? 1 : 0;
+  return n;
+}
+
+std::vector<graph_statistics> plan_table::statistics() const {
+  std::shared_lock lock(mutex_);
+  std::vector<graph_statistics> out;
+  for (const auto& [id, r] : by_id_) {
+    graph_statistics g;
+    g.id = id;
+    auto s = r->state.load();
+    g.state = s == graph_state::ready ? "ready" : s == graph_state::pending ? "pending" : "failed";
+    g.nodes = r->nodes;
+    g.hits = r->hits.load();
+    g.pending_backwards = r->pending_backwards.load();
+    g.eager_backwards = r->eager_backwards.load();
+    g.compiles = r->compiles.load();
+    g.compile_ms = r->compile_ms;
+    if (s == graph_state::failed)
+      g.fallback = to_string(r->eager_reason);
+    out.push_back(std::move(g));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  return out;
+}
+
+} // namespace gradd::engine::detail

@@ -1,0 +1,119 @@
+#pragma once
+
+#include "compiler/ir.hpp"
+#include "compiler/plan.hpp"
+#include "engine/gradd.hpp"
+#include "engine/detail/structural_key.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace gradd::engine::detail {
+
+/// What gradd made of one captured structure.
+struct compiled_graph {
+  compiler::graph ir;
+  compiler::plan plan;
+};
+
+/// Where a graph's compilation stands.
+enum class graph_state : uint8_t { pending, ready, failed };
+
+/// One structure (one variant of a key) in the table, with its statistics.
+/// The registry stage moves it from pending to ready or failed; callers read
+/// `state` (acquire) before `compiled` or `eager_reason`.
+struct graph_record {
+  graph_record(uint64_t id, structural_key key) : id(id), key(std::move(key)) {}
+
+  const uint64_t id;
+  const structural_key key;
+  const std::chrono::steady_clock::time_point claimed_at = std::chrono::steady_clock::now();
+  std::atomic<graph_state> state{graph_state::pending};
+  std::shared_ptr<const compiled_graph> compiled;  ///< set before state = ready
+  fallback_reason eager_reason = fallback_reason::compile_error;  ///< when failed
+  std::chrono::steady_clock::time_point retry_at = std::chrono::steady_clock::time_point::max();
+  double compile_ms = 0;
+  uint32_t nodes = 0;
+
+  std::atomic<uint64_t> last_used{0};       ///< LRU clock reading of the last hit
+  std::atomic<int> running{0};              ///< backwards running its plan now
+  std::atomic<uint64_t> hits{0};
+  std::atomic<uint64_t> pending_backwards{0};
+  std::atomic<uint64_t> eager_backwards{0};
+  std::atomic<uint64_t> compiles{0};
+
+  /// Waits until the record leaves `pending`, at most `timeout`.
+  bool wait_settled(std::chrono::milliseconds timeout);
+  /// Wakes wait_settled; call after changing `state`.
+  void notify_settled();
+
+private:
+  std::mutex settle_mutex_;
+  std::condition_variable settled_;
+};
+
+/// Every structure gradd has seen, by structural key, a few variants per key
+/// (the same structure recorded in another sequence-number order).
+///
+/// Thread-safety: lookups take a shared lock; claims, publication and
+/// eviction take the exclusive lock and are rare. Records are shared
+/// pointers, so a backward that holds one keeps its plan alive across an
+/// eviction; eviction also skips records whose plan is running.
+class plan_table {
+public:
+  /// What a lookup found for a key.
+  struct lookup {
+    std::shared_ptr<graph_record> ready;    ///< a plan that serves this backward
+    std::shared_ptr<graph_record> blocked;  ///< pending, or failed and not due for retry
+  };
+
+  /// Looks `key` up; `fits` says whether a ready record's plan serves this
+  /// backward (its sequence order holds). Marks a ready hit as used.
+  lookup find(const structural_key& key,
+              const std::function<bool(const graph_record&)>& fits) const;
+
+  /// Inserts a pending record for `key` unless one is pending already (then
+  /// returns nullptr: someone else compiles it). Concurrent misses of one key
+  /// thus compile once.
+  std::shared_ptr<graph_record> claim(const structural_key& key);
+
+  /// Looks a record up by id (the registry's view).
+  std::shared_ptr<graph_record> record(uint64_t id) const;
+
+  /// Marks `r` ready with `compiled`, then evicts down to `max_plans`.
+  void publish(graph_record& r, std::shared_ptr<const compiled_graph> compiled,
+               double compile_ms, size_t max_plans);
+
+  /// Marks `r` failed for `reason` until `retry_at`.
+  void fail(graph_record& r, fallback_reason reason,
+            std::chrono::steady_clock::time_point retry_at);
+
+  /// Removes pending records (their compiles will not finish) and wakes
+  /// their waiters.
+  void drop_pending();
+
+  void clear();
+  /// Ready plans in the table.
+  size_t plans() const;
+  std::vector<graph_statistics> statistics() const;
+
+private:
+  void evict_to(size_t max_plans);  // requires mutex_
+
+  mutable std::shared_mutex mutex_;
+  std::unordered_map<structural_key, std::vector<std::shared_ptr<graph_record>>,
+                     structural_key_hash> by_key_;
+  std::unordered_map<uint64_t, std::shared_ptr<graph_record>> by_id_;
+  uint64_t next_id_ = 1;
+  mutable std::atomic<uint64_t> clock_{0};
+};
+
+} // namespace gradd::engine::detail

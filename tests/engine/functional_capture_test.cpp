@@ -1,0 +1,428 @@
+// Functional capture and replay, compared bitwise with the stock engine.
+//
+// Each case installs its own compiled-autograd hook: a first iteration runs
+// through capture_functional, a later one (new inputs, same structure)
+// through replay_functional, and each is compared with the stock engine run
+// on the same inputs and parameters, in float64 and float32, on the CPU and,
+// where there is one, on CUDA.
+
+#include "engine/detail/functional_capture.hpp"
+
+#include <catch2/catch.hpp>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <set>
+#include <sstream>
+
+namespace {
+
+namespace detail = gradd::engine::detail;
+using gradd::compiler::op_kind;
+using torch::autograd::variable_list;
+
+/// The recording the hooks below write and read.
+std::optional<detail::functional_recording> recording;
+
+variable_list capture_hook(const std::shared_ptr<torch::autograd::Node>& root,
+                           const torch::autograd::GraphTask& task, bool accumulate_grad,
+                           const torch::autograd::edge_list& outputs) {
+  recording = detail::capture_functional(root, task, accumulate_grad, outputs);
+  return recording->gradients;
+}
+
+variable_list replay_hook(const std::shared_ptr<torch::autograd::Node>& root,
+                          const torch::autograd::GraphTask& task, bool accumulate_grad,
+                          const torch::autograd::edge_list& outputs) {
+  return detail::replay_functional(*recording, root, task, accumulate_grad, outputs);
+}
+
+/// Routes every backward of its scope through `fn` instead of the stock engine.
+struct hook_scope {
+  explicit hook_scope(torch::autograd::Engine::compiled_autograd_fn fn) {
+    torch::autograd::Engine::set_compiled_autograd(fn);
+  }
+  ~hook_scope() { torch::autograd::Engine::set_compiled_autograd(nullptr); }
+  hook_scope(const hook_scope&) = delete;
+  hook_scope& operator=(const hook_scope&) = delete;
+};
+
+using batch = std::vector<torch::Tensor>;
+
+/// A model under test: its parameters, a batch for a seed, and the loss.
+struct model {
+  std::vector<torch::Tensor> params;
+  std::function<batch(int64_t seed, int64_t rows)> make_batch;
+  std::function<torch::Tensor(const batch&)> loss;
+};
+
+torch::TensorOptions options_for(torch::Dtype dtype, torch::Device device) {
+  return torch::TensorOptions().dtype(dtype).device(device);
+}
+
+std::function<batch(int64_t, int64_t)> batch_maker(torch::Dtype dtype, torch::Device device,
+                                                   int64_t features, int64_t targets) {
+  return [=](int64_t seed, int64_t rows) {
+    torch::manual_seed(seed);
+    auto options = options_for(dtype, device);
+    return batch{torch::randn({rows, features}, options), torch::randn({rows, targets}, options)};
+  };
+}
+
+/// Three Linear layers with relu and tanh between them, mean squared error.
+model make_mlp(torch::Dtype dtype, torch::Device device) {
+  torch::manual_seed(0);
+  torch::nn::Sequential net(torch::nn::Linear(6, 16), torch::nn::Functional(torch::relu),
+                            torch::nn::Linear(16, 16), torch::nn::Functional(torch::tanh),
+                            torch::nn::Linear(16, 3));
+  net->to(device, dtype);
+  return {net->parameters(), batch_maker(dtype, device, 6, 3),
+          [net](const batch& b) mutable { return torch::mse_loss(net->forward(b[0]), b[1]); }};
+}
+
+/// Two branches joined by cat; `h` is used three times and `first` is
+/// applied twice, so gradients are summed both between nodes and into a leaf.
+model make_branchy(torch::Dtype dtype, torch::Device device) {
+  torch::manual_seed(0);
+  torch::nn::Linear first(6, 8), second(6, 8), last(24, 3);
+  for (auto* layer : {&first, &second, &last})
+    (*layer)->to(device, dtype);
+  std::vector<torch::Tensor> params;
+  for (auto* layer : {&first, &second, &last})
+    for (const auto& p : (*layer)->parameters())
+      params.push_back(p);
+  auto loss = [=](const batch& b) mutable {
+    auto h = torch::tanh(first(b[0]));
+    auto g = torch::relu(second(b[0])) + torch::sigmoid(first(b[0] * 0.5));
+    auto z = torch::cat({h, g, h * g}, 1);
+    return last(z).pow(2).sum() + h.mean();
+  };
+  return {params, batch_maker(dtype, device, 6, 3), loss};
+}
+
+/// A Linear layer whose output is written in place through a view (CopySlices).
+model make_in_place_view(torch::Dtype dtype, torch::Device device) {
+  torch::manual_seed(0);
+  torch::nn::Linear layer(6, 5);
+  layer->to(device, dtype);
+  auto loss = [=](const batch& b) mutable {
+    auto y = layer(b[0]).clone();
+    y.narrow(1, 1, 2).mul_(3);
+    return (y * y).sum();
+  };
+  return {layer->parameters(), batch_maker(dtype, device, 6, 5), loss};
+}
+
+void clear_grads(const std::vector<torch::Tensor>& params) {
+  for (auto p : params)
+    p.mutable_grad() = torch::Tensor();
+}
+
+std::vector<torch::Tensor> grads_of(const std::vector<torch::Tensor>& params) {
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : params)
+    grads.push_back(p.grad().defined() ? p.grad().clone(at::MemoryFormat::Preserve)
+                                       : torch::Tensor());
+  return grads;
+}
+
+void set_grads(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto p = params[i];
+    p.mutable_grad() = grads[i].clone(at::MemoryFormat::Preserve);
+  }
+}
+
+/// Equal element by element, bitwise, with the same layout.
+void require_bitwise_equal(const std::vector<torch::Tensor>& expected,
+                           const std::vector<torch::Tensor>& actual) {
+  REQUIRE(expected.size() == actual.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    INFO("tensor " << i);
+    REQUIRE(expected[i].defined() == actual[i].defined());
+    if (!expected[i].defined())
+      continue;
+    REQUIRE(expected[i].sizes() == actual[i].sizes());
+    REQUIRE(expected[i].strides() == actual[i].strides());
+    REQUIRE(expected[i].dtype() == actual[i].dtype());
+    REQUIRE(torch::equal(expected[i], actual[i]));
+  }
+}
+
+size_t count_kind(const detail::functional_recording& rec, op_kind kind) {
+  return std::count_if(rec.ir.ops.begin(), rec.ir.ops.end(),
+                       [kind](const auto& o) { return o.kind == kind; });
+}
+
+/// Checks the recording's shape: a valid IR whose functional calls name the
+/// nodes' functionals and take the lifted tensors as graph inputs.
+void check_recording(const detail::functional_recording& rec,
+                     const std::vector<std::string>& expected_functionals) {
+  INFO(gradd::compiler::to_text(rec.ir));
+  std::ostringstream why;
+  REQUIRE_FALSE(gradd::compiler::verify(rec.ir, &why));
+  REQUIRE(rec.payloads.size() == rec.ir.ops.size());
+  REQUIRE(count_kind(rec, op_kind::graph_input) == rec.num_lifted);
+
+  std::vector<op_kind> defined_by(rec.ir.num_values, op_kind::output);
+  for (const auto& o : rec.ir.ops)
+    for (auto v : o.results)
+      if (v != gradd::compiler::no_value)
+        defined_by[v] = o.kind;
+
+  std::set<std::string> functionals;
+  size_t lifted_arguments = 0;
+  size_t constant_arguments = 0;
+  for (size_t i = 0; i < rec.ir.ops.size(); ++i) {
+    const auto& o = rec.ir.ops[i];
+    if (o.kind != op_kind::apply_functional)
+      continue;
+    INFO("op " << i << ": " << o.target);
+    functionals.insert(o.target);
+    const auto& payload = rec.payloads[i];
+    REQUIRE(payload.fn);
+    REQUIRE(detail::bound_functional(o.target) == payload.fn);
+    for (const auto& arg : payload.packed) {
+      if (arg.tensors.empty()) {
+        ++constant_arguments;
+        continue;
+      }
+      for (auto v : arg.tensors) {
+        if (v == gradd::compiler::no_value)
+          continue;
+        REQUIRE(defined_by[v] == op_kind::graph_input);
+        ++lifted_arguments;
+      }
+    }
+  }
+  for (const auto& name : expected_functionals) {
+    INFO("functional " << name);
+    CHECK(functionals.count(name) == 1);
+  }
+  CHECK(lifted_arguments > 0);
+  CHECK(constant_arguments > 0);
+}
+
+/// backward(): captures iteration 1, replays iteration 2 with new inputs,
+/// each against the stock engine on the same inputs.
+void check_backward(const model& m, const std::vector<std::string>& expected_functionals,
+                    bool expect_sums) {
+  auto first = m.make_batch(1, 8);
+  clear_grads(m.params);
+  m.loss(first).backward();
+  auto stock_first = grads_of(m.params);
+
+  clear_grads(m.params);
+  {
+    hook_scope on(&capture_hook);
+    m.loss(first).backward();
+  }
+  require_bitwise_equal(stock_first, grads_of(m.params));
+  check_recording(*recording, expected_functionals);
+  CHECK(recording->ir.accumulate_grad);
+  CHECK(count_kind(*recording, op_kind::accumulate_grad) == m.params.size());
+  if (expect_sums)
+    CHECK(count_kind(*recording, op_kind::accumulate) > 0);
+
+  auto second = m.make_batch(2, 8);
+  clear_grads(m.params);
+  m.loss(second).backward();
+  auto stock_second = grads_of(m.params);
+  REQUIRE_FALSE(torch::equal(stock_first[0], stock_second[0]));
+
+  clear_grads(m.params);
+  {
+    hook_scope on(&replay_hook);
+    m.loss(second).backward();
+  }
+  require_bitwise_equal(stock_second, grads_of(m.params));
+}
+
+/// autograd::grad() with the parameters as inputs: results, not `.grad`.
+void check_grad(const model& m) {
+  clear_grads(m.params);
+  auto first = m.make_batch(1, 8);
+  auto stock_first = torch::autograd::grad({m.loss(first)}, m.params);
+  variable_list captured;
+  {
+    hook_scope on(&capture_hook);
+    captured = torch::autograd::grad({m.loss(first)}, m.params);
+  }
+  require_bitwise_equal(stock_first, captured);
+  CHECK_FALSE(recording->ir.accumulate_grad);
+  CHECK(count_kind(*recording, op_kind::accumulate_grad) == 0);
+  CHECK(recording->ir.num_outputs == m.params.size());
+  for (const auto& p : m.params)
+    CHECK_FALSE(p.grad().defined());
+
+  auto second = m.make_batch(2, 8);
+  auto stock_second = torch::autograd::grad({m.loss(second)}, m.params);
+  variable_list replayed;
+  {
+    hook_scope on(&replay_hook);
+    replayed = torch::autograd::grad({m.loss(second)}, m.params);
+  }
+  require_bitwise_equal(stock_second, replayed);
+}
+
+/// backward() into `.grad` that already holds gradients (in-place sums).
+void check_existing_grads(const model& m) {
+  std::vector<torch::Tensor> initial;
+  for (const auto& p : m.params)
+    initial.push_back(torch::full_like(p, 0.25));
+  auto first = m.make_batch(1, 8);
+  set_grads(m.params, initial);
+  m.loss(first).backward();
+  auto stock_first = grads_of(m.params);
+  set_grads(m.params, initial);
+  {
+    hook_scope on(&capture_hook);
+    m.loss(first).backward();
+  }
+  require_bitwise_equal(stock_first, grads_of(m.params));
+
+  auto second = m.make_batch(2, 8);
+  set_grads(m.params, initial);
+  m.loss(second).backward();
+  auto stock_second = grads_of(m.params);
+  set_grads(m.params, initial);
+  {
+    hook_scope on(&replay_hook);
+    m.loss(second).backward();
+  }
+  require_bitwise_equal(stock_second, grads_of(m.params));
+}
+
+const std::vector<std::string> mlp_functionals{"AddmmBackward0", "TBackward0", "ReluBackward0",
+                                               "TanhBackward0", "MseLossBackward0"};
+const std::vector<std::string> branchy_functionals{
+    "AddmmBackward0", "CatBackward0", "MulBackward0", "TanhBackward0", "SigmoidBackward0"};
+
+void check_models_on(torch::Device device) {
+  for (auto dtype : {torch::kFloat64, torch::kFloat32}) {
+    // One section per dtype and case: Catch runs each leaf section once.
+    DYNAMIC_SECTION("MLP, backward(), " << dtype) {
+      check_backward(make_mlp(dtype, device), mlp_functionals, false);
+    }
+    DYNAMIC_SECTION("cat and reused tensors, backward(), " << dtype) {
+      check_backward(make_branchy(dtype, device), branchy_functionals, true);
+    }
+    DYNAMIC_SECTION("MLP, autograd::grad(), " << dtype) { check_grad(make_mlp(dtype, device)); }
+    DYNAMIC_SECTION("cat and reused tensors, autograd::grad(), " << dtype) {
+      check_grad(make_branchy(dtype, device));
+    }
+    DYNAMIC_SECTION("existing .grad, " << dtype) {
+      check_existing_grads(make_branchy(dtype, device));
+    }
+    DYNAMIC_SECTION("in-place write through a view, " << dtype) {
+      check_backward(make_in_place_view(dtype, device), {"AddmmBackward0", "MulBackward0"},
+                     true);
+      CHECK(count_kind(*recording, op_kind::copy_slices_prologue) == 1);
+      CHECK(count_kind(*recording, op_kind::copy_slices_epilogue) == 1);
+    }
+  }
+}
+
+} // namespace
+
+TEST_CASE("functional capture and replay match the stock engine bitwise on the CPU",
+          "[engine][functional]") {
+  check_models_on(torch::kCPU);
+}
+
+TEST_CASE("functional capture and replay match the stock engine bitwise on CUDA",
+          "[engine][functional][cuda]") {
+  if (!torch::cuda::is_available()) {
+    WARN("CUDA not available: skipped");
+    SUCCEED();
+    return;
+  }
+  check_models_on(torch::kCUDA);
+}
+
+TEST_CASE("autograd::grad() of an intermediate and one parameter runs only what it needs",
+          "[engine][functional]") {
+  torch::manual_seed(0);
+  torch::nn::Linear first(6, 8), second(8, 3);
+  auto run = [&](int64_t seed, torch::autograd::Engine::compiled_autograd_fn hook) {
+    torch::manual_seed(seed);
+    auto h = torch::tanh(first(torch::randn({8, 6})));
+    auto loss = second(h).pow(2).sum() + h.sum();
+    std::optional<hook_scope> on;
+    if (hook)
+      on.emplace(hook);
+    return torch::autograd::grad({loss}, {h, second->weight});
+  };
+  require_bitwise_equal(run(1, nullptr), run(1, &capture_hook));
+  REQUIRE(recording->ir.exec_filter);
+  auto capture_only = std::count_if(
+      recording->ir.nodes.begin(), recording->ir.nodes.end(),
+      [](const auto& n) { return !n.needed && !n.captures.empty(); });
+  CHECK(capture_only == 2);  // tanh's node and second.weight's AccumulateGrad
+  for (const auto& o : recording->ir.ops)
+    CHECK(o.target != "TanhBackward0");
+  require_bitwise_equal(run(2, nullptr), run(2, &replay_hook));
+  CHECK_FALSE(first->weight.grad().defined());
+}
+
+TEST_CASE("replay refuses a graph that differs, before running anything",
+          "[engine][functional]") {
+  auto m = make_mlp(torch::kFloat64, torch::kCPU);
+  clear_grads(m.params);
+  {
+    hook_scope on(&capture_hook);
+    m.loss(m.make_batch(1, 8)).backward();
+  }
+
+  SECTION("another batch size") {
+    auto other = m.make_batch(2, 5);
+    clear_grads(m.params);
+    m.loss(other).backward();
+    auto stock = grads_of(m.params);
+
+    clear_grads(m.params);
+    auto loss = m.loss(other);
+    {
+      hook_scope on(&replay_hook);
+      REQUIRE_THROWS_WITH(loss.backward(), Catch::Contains("a size changed"));
+    }
+    for (const auto& p : m.params)
+      REQUIRE_FALSE(p.grad().defined());
+    loss.backward();  // the graph is intact: the stock engine can run it
+    require_bitwise_equal(stock, grads_of(m.params));
+  }
+  SECTION("existing .grad where the capture had none") {
+    auto loss = m.loss(m.make_batch(2, 8));
+    for (const auto& p : m.params)
+      p.mutable_grad() = torch::zeros_like(p);
+    hook_scope on(&replay_hook);
+    REQUIRE_THROWS_WITH(loss.backward(), Catch::Contains("differs from the recorded one"));
+  }
+  SECTION("autograd::grad() with a backward() recording") {
+    auto loss = m.loss(m.make_batch(2, 8));
+    hook_scope on(&replay_hook);
+    REQUIRE_THROWS_WITH(torch::autograd::grad({loss}, m.params),
+                        Catch::Contains("do not share a recording"));
+  }
+}
+
+TEST_CASE("functional capture refuses hooks and create_graph", "[engine][functional]") {
+  auto m = make_mlp(torch::kFloat64, torch::kCPU);
+  clear_grads(m.params);
+
+  SECTION("a tensor hook") {
+    auto loss = m.loss(m.make_batch(1, 8));
+    m.params[0].register_hook([](const torch::Tensor& g) { return g * 2; });
+    hook_scope on(&capture_hook);
+    REQUIRE_THROWS_WITH(loss.backward(), Catch::Contains("has hooks"));
+  }
+  SECTION("create_graph") {
+    auto loss = m.loss(m.make_batch(1, 8));
+    hook_scope on(&capture_hook);
+    REQUIRE_THROWS_WITH(torch::autograd::grad({loss}, m.params, {}, std::nullopt, true),
+                        Catch::Contains("create_graph"));
+  }
+}
