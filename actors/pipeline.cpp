@@ -102,8 +102,8 @@ void pipeline::stop() {
     return;
   i.stopped = true;
   i.context.stopping = true;
-  // Settling cannot hang: stages skip their work once stopping is set, and a
-  // plan already being built finishes in bounded time.
+  // Settling cannot hang: building a plan takes bounded time, and the test
+  // delay ends once stopping is set.
   while (!wait_idle(std::chrono::seconds(1)))
     ;
   i.context.table->drop_pending();

@@ -48,8 +48,8 @@ public:
   /// Graphs settled (ready or failed) since the pipeline started.
   uint64_t finished() const noexcept;
 
-  /// Stops intake, lets in-flight graphs settle (stages cut delays short),
-  /// drops pending records, then shuts the actors down. Idempotent.
+  /// Stops intake, lets in-flight graphs settle (compiles finish, test
+  /// delays are cut short), then shuts the actors down. Idempotent.
   void stop();
 
 private:

@@ -19,7 +19,7 @@ struct stage_context {
   settings config;
   engine::detail::plan_table* table = nullptr;
   tbb::task_arena* arena = nullptr;
-  /// Set when the pipeline stops: stages skip the rest of their work.
+  /// Set when the pipeline stops: no new work, test delays cut short.
   std::atomic<bool> stopping{false};
   /// Jobs submitted and not yet settled by the registry.
   std::atomic<uint64_t> in_flight{0};

@@ -20,7 +20,7 @@ namespace gradd::config {
 struct key_spec {
   std::string section;        ///< e.g. "compile"
   std::string name;           ///< e.g. "mode"
-  std::string type;           ///< e.g. "async | sync", "integer >= 1"
+  std::string type;           ///< e.g. "async, sync", "integer >= 1"
   std::string default_value;  ///< as written in YAML
   std::string doc;
   /// Parses `value` into `s`; returns an error message, empty if fine.

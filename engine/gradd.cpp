@@ -113,15 +113,20 @@ enable_guard::~enable_guard() {
     disable();
 }
 
-disable_guard::disable_guard()
-    : was_enabled_(is_enabled()),
-      previous_(*engine_state::instance().current_settings()) {
-  disable();
+disable_guard::disable_guard() : was_enabled_(is_enabled()) {
+  // A scope, not a shutdown: the hook goes, the pipeline stays for the
+  // enabled state this scope returns to.
+  std::lock_guard lock(switch_mutex);
+  torch::autograd::Engine::set_compiled_autograd(nullptr);
+  enabled = false;
 }
 
 disable_guard::~disable_guard() {
-  if (was_enabled_)
-    enable(previous_);
+  if (!was_enabled_)
+    return;
+  std::lock_guard lock(switch_mutex);
+  torch::autograd::Engine::set_compiled_autograd(&engine::detail::serve_backward);
+  enabled = true;
 }
 
 } // namespace gradd

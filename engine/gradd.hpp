@@ -125,7 +125,9 @@ private:
 };
 
 /// Disables gradd for a scope and restores the previous state on exit, as
-/// compiled_autograd._disable.
+/// compiled_autograd._disable. Backwards in the scope run on the stock engine
+/// untouched; the pipeline of the enclosing enabled state keeps running, so
+/// compiles in flight land and leaving the scope costs nothing.
 class disable_guard {
 public:
   disable_guard();
@@ -135,7 +137,6 @@ public:
 
 private:
   bool was_enabled_;
-  settings previous_;
 };
 
 } // namespace gradd

@@ -242,21 +242,21 @@ c10::IValue map_tensors(const c10::IValue& iv, Replace& replace) {
     return replace(iv.toTensor());
   if (iv.isTensorList()) {
     c10::List<at::Tensor> out;
-    for (const at::Tensor& t : iv.toTensorList())
+    for (at::Tensor t : iv.toTensorList())
       out.push_back(replace(t));
     return out;
   }
   if (iv.isOptionalTensorList()) {
     c10::List<std::optional<at::Tensor>> out;
-    for (const std::optional<at::Tensor>& t : iv.toOptionalTensorList())
+    for (std::optional<at::Tensor> t : iv.toOptionalTensorList())
       out.push_back(t ? std::optional<at::Tensor>(replace(*t)) : std::nullopt);
     return out;
   }
   if (iv.isList()) {
     auto list = iv.toList();
     c10::impl::GenericList out(list.elementType());
-    for (const c10::IValue& element : list)
-      out.push_back(map_tensors(element, replace));
+    for (size_t k = 0; k < list.size(); ++k)
+      out.push_back(map_tensors(list.get(k), replace));
     return out;
   }
   if (iv.isTuple()) {
@@ -265,10 +265,13 @@ c10::IValue map_tensors(const c10::IValue& iv, Replace& replace) {
       out.push_back(map_tensors(element, replace));
     return c10::ivalue::Tuple::create(std::move(out));
   }
-  if (iv.isGenericDict())
-    for (const auto& entry : iv.toGenericDict())
-      if (entry.key().isTensor() || entry.value().isTensor() || entry.value().isList())
-        fail("a packed dictionary holds tensors");
+  if (iv.isGenericDict()) {
+    auto dict = iv.toGenericDict();
+    c10::impl::GenericDict out(dict.keyType(), dict.valueType());
+    for (const auto& entry : dict)
+      out.insert(entry.key(), map_tensors(entry.value(), replace));
+    return out;
+  }
   return iv;
 }
 

@@ -1,0 +1,150 @@
+// Policy files: every key, good and bad values, and what an error names.
+
+#include "config/loader.hpp"
+#include "config/schema.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace {
+
+/// Writes `text` to a fresh file and returns its path.
+std::string policy_file(const std::string& text) {
+  static int counter = 0;
+  auto path = std::filesystem::temp_directory_path()
+              / ("gradd_policy_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)
+                 + ".yaml");
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+std::string source_file(const std::string& relative) {
+  return std::string(GRADD_SOURCE_DIR) + "/" + relative;
+}
+
+} // namespace
+
+TEST_CASE("an empty policy keeps every default", "[config]") {
+  auto s = gradd::load_settings(policy_file(""));
+  CHECK(s.compile.mode == gradd::compile_mode::async);
+  CHECK(s.cache.max_plans == 256);
+  CHECK(s.fallback.retry_after_ms == 60000);
+  CHECK(!s.nan_check.enabled);
+}
+
+TEST_CASE("every key takes a good value", "[config]") {
+  auto s = gradd::load_settings(policy_file(R"(
+compile:
+  mode: sync
+  threads: 3
+  timeout_ms: 500
+  delay_ms: 7
+cache:
+  max_plans: 9
+fallback:
+  on_compile_error: never_retry
+  retry_after_ms: 5
+  on_unsupported: error
+  force_eager: true
+nan_check:
+  enabled: true
+logging:
+  level: debug
+  ir_dump_dir: /tmp/gradd-ir
+)"));
+  CHECK(s.compile.mode == gradd::compile_mode::sync);
+  CHECK(s.compile.threads == 3);
+  CHECK(s.compile.timeout_ms == 500);
+  CHECK(s.compile.delay_ms == 7);
+  CHECK(s.cache.max_plans == 9);
+  CHECK(s.fallback.on_compile_error == gradd::compile_error_policy::never_retry);
+  CHECK(s.fallback.retry_after_ms == 5);
+  CHECK(s.fallback.on_unsupported == gradd::unsupported_policy::error);
+  CHECK(s.fallback.force_eager);
+  CHECK(s.nan_check.enabled);
+  CHECK(s.logging.level == gradd::log_level::debug);
+  CHECK(s.logging.ir_dump_dir == "/tmp/gradd-ir");
+}
+
+TEST_CASE("a bad policy names file, line and key", "[config]") {
+  struct bad_case {
+    const char* text;
+    int line;
+    const char* key;
+    const char* says;
+  };
+  const bad_case cases[] = {
+      {"compile:\n  mode: fast\n", 2, "compile.mode", "expected one of async, sync, got 'fast'"},
+      {"compile:\n  threads: 0\n", 2, "compile.threads", "expected an integer in [1, 64]"},
+      {"compile:\n  threads: two\n", 2, "compile.threads", "got 'two'"},
+      {"compile:\n  timeout_ms: -3\n", 2, "compile.timeout_ms", "got '-3'"},
+      {"compile:\n  delay_ms: 1.5\n", 2, "compile.delay_ms", "got '1.5'"},
+      {"cache:\n  max_plans: 0\n", 2, "cache.max_plans", "expected an integer"},
+      {"fallback:\n  on_compile_error: later\n", 2, "fallback.on_compile_error",
+       "retry_after, never_retry"},
+      {"fallback:\n  retry_after_ms: soon\n", 2, "fallback.retry_after_ms", "got 'soon'"},
+      {"fallback:\n  on_unsupported: ignore\n", 2, "fallback.on_unsupported", "eager, error"},
+      {"fallback:\n  force_eager: yes\n", 2, "fallback.force_eager", "expected true or false"},
+      {"nan_check:\n  enabled: 1\n", 2, "nan_check.enabled", "expected true or false"},
+      {"logging:\n  level: loud\n", 2, "logging.level", "error, warning, info, debug"},
+      {"logging:\n  ir_dump_dir: [a, b]\n", 2, "logging.ir_dump_dir", "expected a string"},
+      {"compile:\n  mode: sync\n  speed: 3\n", 3, "compile.speed", "unknown key (known in compile: mode, threads"},
+      {"# comment\ncuda:\n  graphs: true\n", 2, "cuda", "unknown section"},
+      {"compile: 3\n", 1, "compile", "expected a map of keys"},
+  };
+  for (const auto& c : cases) {
+    auto path = policy_file(c.text);
+    INFO(c.text);
+    try {
+      gradd::load_settings(path);
+      FAIL("no error");
+    } catch (const gradd::config_error& e) {
+      CHECK(e.file() == path);
+      CHECK(e.line() == c.line);
+      CHECK(e.key() == c.key);
+      CHECK_THAT(e.what(), Catch::Contains(c.says));
+      CHECK_THAT(e.what(), Catch::Contains(path + ":" + std::to_string(c.line)));
+    }
+  }
+}
+
+TEST_CASE("a missing file and broken YAML are errors naming the file", "[config]") {
+  CHECK_THROWS_WITH(gradd::load_settings("/no/such/policy.yaml"),
+                    Catch::Contains("/no/such/policy.yaml:0: cannot open the file"));
+  auto path = policy_file("compile:\n  mode: [sync\n");
+  try {
+    gradd::load_settings(path);
+    FAIL("no error");
+  } catch (const gradd::config_error& e) {
+    CHECK(e.line() >= 2);
+    CHECK_THAT(e.what(), Catch::Contains("not valid YAML"));
+  }
+}
+
+TEST_CASE("GRADD_CONFIG names the default policy", "[config]") {
+  auto path = policy_file("cache:\n  max_plans: 3\n");
+  ::setenv("GRADD_CONFIG", path.c_str(), 1);
+  auto s = gradd::default_settings();
+  ::unsetenv("GRADD_CONFIG");
+  CHECK(s.cache.max_plans == 3);
+  CHECK(gradd::default_settings().cache.max_plans == 256);
+}
+
+TEST_CASE("the example policy and the README document every key with its default",
+          "[config]") {
+  auto example = gradd::load_settings(source_file("config/gradd.example.yaml"));
+  CHECK(example.cache.max_plans == gradd::settings{}.cache.max_plans);
+  std::ifstream example_in(source_file("config/gradd.example.yaml"));
+  std::string example_text((std::istreambuf_iterator<char>(example_in)), {});
+  std::ifstream readme_in(source_file("README.md"));
+  std::string readme((std::istreambuf_iterator<char>(readme_in)), {});
+  for (const auto& key : gradd::config::schema()) {
+    INFO(key.path());
+    CHECK_THAT(example_text, Catch::Contains("  " + key.name + ": " + key.default_value));
+    CHECK_THAT(readme, Catch::Contains("| `" + key.path() + "` | " + key.type + " | `"
+                                       + key.default_value + "` | " + key.doc + " |"));
+  }
+}
