@@ -3,7 +3,7 @@
 //
 //   gradd-bench --model {mlp,deep-mlp,convnet,lstm,transformer}
 //               --device {cpu,cuda} --mode {eager,gradd,both}
-//               --iters N --warmup W
+//               --iters N --warmup W [--config FILE] [--structures {fixed,sweep}]
 //
 // Each iteration runs a fresh forward pass and times only its backward (CUDA
 // synchronized on both sides). `--mode both` interleaves the engines
@@ -11,6 +11,9 @@
 // and reports gradd's median over the stock engine's as `ratio`.
 // `max_rel_grad_diff` compares gradd's gradients with the stock engine's on
 // the same inputs: max |g - g_stock| / max |g_stock| over all parameters.
+// `--structures sweep` makes an MLP change depth every step (4 structures) and
+// adds `stall_ratio`: gradd's slowest backward over the stock engine's slowest,
+// warm-up included, since that is where new structures appear.
 
 #include "engine/gradd.hpp"
 #include "examples/models.hpp"
@@ -33,12 +36,17 @@ struct options {
   std::string mode = "both";
   int iters = 200;
   int warmup = 20;
+  std::string structures = "fixed";
+  std::optional<gradd::settings> policy;
 };
+
+constexpr int sweep_structures = 4;
 
 [[noreturn]] void usage_error(const std::string& message) {
   std::cerr << "gradd-bench: " << message << "\n"
             << "usage: gradd-bench --model {mlp,deep-mlp,convnet,lstm,transformer} "
-               "--device {cpu,cuda} --mode {eager,gradd,both} --iters N --warmup W\n";
+               "--device {cpu,cuda} --mode {eager,gradd,both} --iters N --warmup W "
+               "[--config FILE] [--structures {fixed,sweep}]\n";
   std::exit(2);
 }
 
@@ -80,12 +88,25 @@ options parse(int argc, char** argv) {
       o.iters = positive_int(flag, value, 1);
     else if (flag == "--warmup")
       o.warmup = positive_int(flag, value, 0);
+    else if (flag == "--structures")
+      o.structures = value;
+    else if (flag == "--config") {
+      try {
+        o.policy = gradd::load_settings(value);
+      } catch (const gradd::config_error& e) {
+        std::cerr << e.what() << "\n";
+        std::exit(2);
+      }
+    }
     else
       usage_error("unknown argument '" + flag + "'");
   }
   require_choice("--model", o.model, gradd::models::model_names());
   require_choice("--device", o.device, {"cpu", "cuda"});
   require_choice("--mode", o.mode, {"eager", "gradd", "both"});
+  require_choice("--structures", o.structures, {"fixed", "sweep"});
+  if (o.structures == "sweep" && o.model != "mlp" && o.model != "deep-mlp")
+    usage_error("--structures sweep needs --model mlp or deep-mlp");
   if (o.device == "cuda" && !torch::cuda::is_available())
     usage_error("--device cuda, but CUDA is not available on this machine");
   return o;
@@ -155,28 +176,39 @@ summary summarize(std::vector<double> times) {
 int main(int argc, char** argv) {
   auto o = parse(argc, argv);
   torch::Device device = o.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
-  auto model = gradd::models::make_model(o.model, device);
+  bool sweep = o.structures == "sweep";
+  auto model = gradd::models::make_model(o.model, device, torch::kFloat32,
+                                         sweep ? sweep_structures : 1);
   bool run_gradd = o.mode != "eager";
   bool run_eager = o.mode != "gradd";
 
   // gradd stays enabled (its pipeline running) for the whole run; stock
   // iterations step out of it with a disable_guard, which only unhooks.
   gradd::reset();
-  gradd::enable_guard on;
-  double first_ms = timed_backward(*model, 0, run_gradd, device);
+  gradd::enable_guard on{o.policy.value_or(gradd::default_settings())};
+  double slowest_gradd = 0, slowest_eager = 0;
+  auto step = [&](int64_t i, bool with_gradd) {
+    double ms = timed_backward(*model, i, with_gradd, device);
+    auto& slowest = with_gradd ? slowest_gradd : slowest_eager;
+    slowest = std::max(slowest, ms);
+    return ms;
+  };
+  double first_ms = step(0, run_gradd);
+  if (run_eager && run_gradd)
+    step(0, false);
   for (int i = 1; i < o.warmup; ++i) {
     if (run_eager && run_gradd)
-      timed_backward(*model, i, false, device);
-    timed_backward(*model, i, run_gradd, device);
+      step(i, false);
+    step(i, run_gradd);
   }
   auto before = gradd::stats();
   std::vector<double> gradd_times, eager_times;
   for (int i = 0; i < o.iters; ++i) {
-    int64_t step = o.warmup + i;
+    int64_t index = o.warmup + i;
     if (run_eager)
-      eager_times.push_back(timed_backward(*model, step, false, device));
+      eager_times.push_back(step(index, false));
     if (run_gradd)
-      gradd_times.push_back(timed_backward(*model, step, true, device));
+      gradd_times.push_back(step(index, true));
   }
   auto after = gradd::stats();
   double diff = max_rel_grad_diff(*model, o.warmup + o.iters, device);
@@ -195,6 +227,8 @@ int main(int argc, char** argv) {
   if (o.mode == "both") {
     auto e = summarize(eager_times);
     std::printf(", \"eager_median_ms\": %.4f, \"ratio\": %.4f", e.median, s.median / e.median);
+    if (sweep)
+      std::printf(", \"stall_ratio\": %.4f", slowest_gradd / slowest_eager);
   }
   std::printf("}\n");
   return 0;

@@ -39,30 +39,37 @@ protected:
   torch::Dtype dtype_;
 };
 
-/// `depth` Linear layers of `width` with tanh between them, MSE loss.
+/// `depth` Linear layers of `width` with tanh between them, MSE loss against
+/// sin(x). With several structures, step s runs only the first layers.
 class mlp_model final : public module_model<nn::Sequential> {
 public:
-  mlp_model(int64_t depth, int64_t width, int64_t batch_size, torch::Device device,
-            torch::Dtype dtype)
-      : module_model(make(depth, width), device, dtype), width_(width),
-        batch_size_(batch_size) {}
+  mlp_model(int64_t depth, int64_t width, int64_t batch_size, int structures,
+            torch::Device device, torch::Dtype dtype)
+      : module_model(make(depth, width), device, dtype), depth_(depth), width_(width),
+        batch_size_(batch_size), structures_(structures) {}
   torch::Tensor loss(int64_t step) override {
     auto x = batch({batch_size_, width_}, step);
-    return torch::mse_loss(module_->forward(x), torch::sin(x));  // learnable
+    auto layers = depth_ * (1 + step % structures_) / structures_;
+    auto h = x;
+    for (int64_t i = 0; i < layers; ++i) {
+      h = module_[i]->as<nn::Linear>()->forward(h);
+      if (i + 1 < layers)
+        h = torch::tanh(h);
+    }
+    return torch::mse_loss(h, torch::sin(x));  // learnable
   }
 
 private:
   static nn::Sequential make(int64_t depth, int64_t width) {
     nn::Sequential seq;
-    for (int64_t i = 0; i < depth; ++i) {
+    for (int64_t i = 0; i < depth; ++i)
       seq->push_back(nn::Linear(width, width));
-      if (i + 1 < depth)
-        seq->push_back(nn::Tanh());
-    }
     return seq;
   }
+  int64_t depth_;
   int64_t width_;
   int64_t batch_size_;
+  int structures_;
 };
 
 struct convnet_impl : nn::Module {
@@ -146,12 +153,15 @@ const std::vector<std::string>& model_names() {
 }
 
 std::unique_ptr<model> make_model(const std::string& name, torch::Device device,
-                                  torch::Dtype dtype) {
+                                  torch::Dtype dtype, int structures) {
   torch::manual_seed(0);
   if (name == "mlp")
-    return std::make_unique<mlp_model>(4, 256, 64, device, dtype);
+    return std::make_unique<mlp_model>(4, 256, 64, structures, device, dtype);
   if (name == "deep-mlp")
-    return std::make_unique<mlp_model>(64, 32, 16, device, dtype);
+    return std::make_unique<mlp_model>(64, 32, 16, structures, device, dtype);
+  if (structures != 1)
+    throw std::invalid_argument("a structure sweep needs an MLP (mlp, deep-mlp), not '" + name
+                                + "'");
   if (name == "convnet")
     return std::make_unique<convnet_model>(convnet(), device, dtype);
   if (name == "lstm")

@@ -24,8 +24,11 @@ public:
 const std::vector<std::string>& model_names();
 
 /// Builds model `name` (one of model_names()) on `device` in `dtype`, with
-/// weights from a fixed seed. Throws std::invalid_argument for other names.
+/// weights from a fixed seed. With `structures` > 1 (MLPs only) the model
+/// changes structure with the step: step s uses the first
+/// depth * (1 + s % structures) / structures layers. Throws
+/// std::invalid_argument for other names, or a sweep of another model.
 std::unique_ptr<model> make_model(const std::string& name, torch::Device device,
-                                  torch::Dtype dtype = torch::kFloat32);
+                                  torch::Dtype dtype = torch::kFloat32, int structures = 1);
 
 } // namespace gradd::models
