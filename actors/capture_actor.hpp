@@ -1,7 +1,7 @@
 #pragma once
 
 // The capture stage: lowers a captured node table to node-level IR (stock
-// order, gradient sums, hooks) and dumps it when logging.ir_dump_dir is set.
+// order, gradient sums, hooks).
 // The node table itself is read on the backward's own thread, the only time
 // the live nodes are sure to exist (engine/detail/capture.hpp).
 

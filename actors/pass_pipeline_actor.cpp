@@ -1,14 +1,13 @@
-// The pass-pipeline stage. Today its pipeline is the verifier alone: the
-// node-level program comes out of lowering in the stock engine's order, which
-// is what the plan must keep (compiler/stock_order.hpp). The seed's passes
-// plug in here (issue: pass pipeline). A broken graph never reaches the
-// compile stage: it settles as failed, naming the op at fault.
+// The pass-pipeline stage: the policy's pipeline (passes.pipeline, plus
+// gradient_ready_schedule when passes.gradient_ready), verified after each
+// pass and dumped to logging.ir_dump_dir. A graph a pass breaks never
+// reaches the compile stage: it settles as failed, naming the pass and op.
 
 #include "actors/pass_pipeline_actor.hpp"
 
 #include <caf/all.hpp>
 
-#include <sstream>
+#include "compiler/pass_manager.hpp"
 
 namespace gradd::actors {
 
@@ -18,16 +17,22 @@ pass_pipeline_actor::behavior_type pass_pipeline_stage(
   return {
     [context, compile, registry](pass_job& job) {
       auto shared = std::make_shared<pass_job>(std::move(job));
-      context->run_on_arena([compile, registry, shared] {
-        std::ostringstream why;
-        if (compiler::verify(shared->ir, &why)) {
+      context->run_on_arena([context, compile, registry, shared] {
+        const auto& config = context->config;
+        try {
+          compiler::pass_manager passes(config.passes.pipeline
+                                        + (config.passes.gradient_ready
+                                               ? ",gradient_ready_schedule"
+                                               : ""));
+          passes.dump_to(config.logging.ir_dump_dir);
+          passes.run(shared->ir, "graph_" + std::to_string(shared->graph_id));
+          caf::anon_send(compile, compile_job{shared->graph_id, std::move(shared->ir)});
+        } catch (const std::exception& e) {
           compile_result failed;
           failed.graph_id = shared->graph_id;
-          failed.error = "pass pipeline: broken graph: " + why.str();
+          failed.error = std::string("pass pipeline: ") + e.what();
           caf::anon_send(registry, std::move(failed));
-          return;
         }
-        caf::anon_send(compile, compile_job{shared->graph_id, std::move(shared->ir)});
       });
     },
   };

@@ -4,6 +4,7 @@
 //   gradd-bench --model {mlp,deep-mlp,convnet,lstm,transformer}
 //               --device {cpu,cuda} --mode {eager,gradd,both}
 //               --iters N --warmup W [--config FILE] [--structures {fixed,sweep}]
+//               [--dump-ir DIR] [--grad-ready-times]
 //
 // Each iteration runs a fresh forward pass and times only its backward (CUDA
 // synchronized on both sides). `--mode both` interleaves the engines
@@ -13,11 +14,19 @@
 // the same inputs: max |g - g_stock| / max |g_stock| over all parameters.
 // `--structures sweep` makes an MLP change depth every step (4 structures) and
 // adds `stall_ratio`: gradd's slowest backward over the stock engine's slowest,
-// warm-up included, since that is where new structures appear.
+// warm-up included, since that is where new structures appear. `--mode both`
+// also measures `peak_ratio`: gradd's peak memory during a backward over the
+// stock engine's (CUDA allocator statistics; on the CPU a counting allocator,
+// installed only for that phase, after the timing). `--grad-ready-times` adds
+// when the first and the median parameter gradient were accumulated, in ms
+// after the backward started, for both engines. `--dump-ir DIR` writes each
+// graph's IR (text and DOT) after capture and after each pass.
 
+#include "bench/peak_memory.hpp"
 #include "engine/gradd.hpp"
 #include "examples/models.hpp"
 
+#include <torch/csrc/autograd/function_hook.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -37,7 +46,8 @@ struct options {
   int iters = 200;
   int warmup = 20;
   std::string structures = "fixed";
-  std::optional<gradd::settings> policy;
+  gradd::settings policy = gradd::default_settings();
+  bool grad_ready_times = false;
 };
 
 constexpr int sweep_structures = 4;
@@ -46,7 +56,7 @@ constexpr int sweep_structures = 4;
   std::cerr << "gradd-bench: " << message << "\n"
             << "usage: gradd-bench --model {mlp,deep-mlp,convnet,lstm,transformer} "
                "--device {cpu,cuda} --mode {eager,gradd,both} --iters N --warmup W "
-               "[--config FILE] [--structures {fixed,sweep}]\n";
+               "[--config FILE] [--structures {fixed,sweep}] [--dump-ir DIR] [--grad-ready-times]\n";
   std::exit(2);
 }
 
@@ -73,8 +83,13 @@ void require_choice(const std::string& flag, const std::string& value,
 
 options parse(int argc, char** argv) {
   options o;
+  std::optional<std::string> dump_dir;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
+    if (flag == "--grad-ready-times") {
+      o.grad_ready_times = true;
+      continue;
+    }
     if (i + 1 >= argc)
       usage_error(flag + " needs a value");
     std::string value = argv[++i];
@@ -90,6 +105,8 @@ options parse(int argc, char** argv) {
       o.warmup = positive_int(flag, value, 0);
     else if (flag == "--structures")
       o.structures = value;
+    else if (flag == "--dump-ir")
+      dump_dir = value;
     else if (flag == "--config") {
       try {
         o.policy = gradd::load_settings(value);
@@ -103,6 +120,8 @@ options parse(int argc, char** argv) {
   }
   require_choice("--model", o.model, gradd::models::model_names());
   require_choice("--device", o.device, {"cpu", "cuda"});
+  if (dump_dir)
+    o.policy.logging.ir_dump_dir = *dump_dir;
   require_choice("--mode", o.mode, {"eager", "gradd", "both"});
   require_choice("--structures", o.structures, {"fixed", "sweep"});
   if (o.structures == "sweep" && o.model != "mlp" && o.model != "deep-mlp")
@@ -118,9 +137,12 @@ void synchronize(const torch::Device& device) {
 }
 
 /// Runs one forward + backward of `model` on batch `step` with gradd on or
-/// off (gradd must be enabled); returns the backward's milliseconds.
-double timed_backward(gradd::models::model& model, int64_t step, bool with_gradd,
-                      const torch::Device& device) {
+/// off (gradd must be enabled). `probe()` is called right before the
+/// backward and returns what to call right after it; that call's result is
+/// returned.
+template <class Probe>
+auto measured_backward(gradd::models::model& model, int64_t step, bool with_gradd,
+                       const torch::Device& device, Probe probe) {
   for (auto p : model.parameters())
     p.mutable_grad() = torch::Tensor();
   auto loss = model.loss(step);
@@ -128,11 +150,71 @@ double timed_backward(gradd::models::model& model, int64_t step, bool with_gradd
   if (!with_gradd)
     off.emplace();
   synchronize(device);
-  auto start = std::chrono::steady_clock::now();
+  auto finish = probe();
   loss.backward();
   synchronize(device);
-  auto end = std::chrono::steady_clock::now();
-  return std::chrono::duration<double, std::milli>(end - start).count();
+  return finish();
+}
+
+double milliseconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+/// The backward's milliseconds.
+double timed_backward(gradd::models::model& model, int64_t step, bool with_gradd,
+                      const torch::Device& device) {
+  return measured_backward(model, step, with_gradd, device, [] {
+    return [start = std::chrono::steady_clock::now()] { return milliseconds_since(start); };
+  });
+}
+
+/// Bytes allocated at the backward's peak beyond what its start held.
+int64_t backward_peak(gradd::models::model& model, int64_t step, bool with_gradd,
+                      const torch::Device& device) {
+  std::optional<gradd::measure::peak_memory> peak;
+  return measured_backward(model, step, with_gradd, device, [&] {
+    peak.emplace(device);
+    return [&] { return peak->peak_above_start(); };
+  });
+}
+
+/// Records when each parameter's gradient is accumulated.
+struct ready_clock final : torch::autograd::PostAccumulateGradHook {
+  ready_clock(std::vector<double>& times, std::chrono::steady_clock::time_point& start)
+      : times(times), start(start) {}
+  void operator()(const torch::autograd::Variable&) override {
+    times.push_back(milliseconds_since(start));
+  }
+  std::vector<double>& times;
+  std::chrono::steady_clock::time_point& start;
+};
+
+/// Median, over `runs` backwards, of when the first and the median
+/// parameter gradient were ready (ms after the backward started).
+std::pair<double, double> gradient_ready_times(gradd::models::model& model, int64_t step,
+                                               bool with_gradd, const torch::Device& device,
+                                               int runs) {
+  std::vector<double> times;
+  std::chrono::steady_clock::time_point start;
+  for (auto p : model.parameters())
+    torch::autograd::impl::set_post_acc_grad_hooks(p, std::make_unique<ready_clock>(times, start));
+  std::vector<double> firsts, medians;
+  for (int r = 0; r < runs; ++r) {
+    measured_backward(model, step, with_gradd, device, [&] {
+      times.clear();
+      start = std::chrono::steady_clock::now();
+      return [] { return 0; };
+    });
+    std::sort(times.begin(), times.end());
+    firsts.push_back(times.front());
+    medians.push_back(times[times.size() / 2]);
+  }
+  for (auto p : model.parameters())
+    torch::autograd::impl::set_post_acc_grad_hooks(p, nullptr);
+  std::sort(firsts.begin(), firsts.end());
+  std::sort(medians.begin(), medians.end());
+  return {firsts[firsts.size() / 2], medians[medians.size() / 2]};
 }
 
 std::vector<torch::Tensor> grads(gradd::models::model& model) {
@@ -185,7 +267,7 @@ int main(int argc, char** argv) {
   // gradd stays enabled (its pipeline running) for the whole run; stock
   // iterations step out of it with a disable_guard, which only unhooks.
   gradd::reset();
-  gradd::enable_guard on{o.policy.value_or(gradd::default_settings())};
+  gradd::enable_guard on{o.policy};
   double slowest_gradd = 0, slowest_eager = 0;
   auto step = [&](int64_t i, bool with_gradd) {
     double ms = timed_backward(*model, i, with_gradd, device);
@@ -229,6 +311,26 @@ int main(int argc, char** argv) {
     std::printf(", \"eager_median_ms\": %.4f, \"ratio\": %.4f", e.median, s.median / e.median);
     if (sweep)
       std::printf(", \"stall_ratio\": %.4f", slowest_gradd / slowest_eager);
+    if (!device.is_cuda())
+      gradd::measure::install_cpu_peak_tracking();
+    int64_t gradd_peak = 0, eager_peak = 0;
+    for (int r = 0; r < 3; ++r) {
+      eager_peak = std::max(eager_peak, backward_peak(*model, r, false, device));
+      gradd_peak = std::max(gradd_peak, backward_peak(*model, r, true, device));
+    }
+    std::printf(", \"peak_ratio\": %.4f", static_cast<double>(gradd_peak) / eager_peak);
+  }
+  if (o.grad_ready_times) {
+    int64_t last = o.warmup + o.iters;
+    if (run_gradd) {
+      auto [first, median] = gradient_ready_times(*model, last, true, device, 20);
+      std::printf(", \"first_grad_ms\": %.4f, \"median_grad_ms\": %.4f", first, median);
+    }
+    if (run_eager) {
+      auto [first, median] = gradient_ready_times(*model, last, false, device, 20);
+      std::printf(", \"eager_first_grad_ms\": %.4f, \"eager_median_grad_ms\": %.4f", first,
+                  median);
+    }
   }
   std::printf("}\n");
   return 0;

@@ -110,6 +110,13 @@ std::ostream& operator<<(std::ostream& out, const graph& g) {
   return out;
 }
 
+bool is_node_level(const graph& g) noexcept {
+  for (const auto& o : g.ops)
+    if (o.kind == op_kind::call_node)
+      return true;
+  return false;
+}
+
 std::string to_text(const graph& g) {
   std::ostringstream out;
   out << g;
@@ -128,6 +135,11 @@ bool verify(const graph& g, std::ostream* why) {
     }
     return true;
   };
+  // Per value: the op defining it and, for a gradient sum, the op that
+  // produced its newest term (Note [Stock engine order]). Terms from one op
+  // arrive in edge order, which sums keep too.
+  std::vector<int64_t> def(g.num_values, -1);
+  std::vector<int64_t> newest_term(g.num_values, -1);
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const auto& o = g.ops[i];
     auto [want_args, want_results] = arity_of(o.kind);
@@ -148,6 +160,13 @@ bool verify(const graph& g, std::ostream* why) {
       if (!defined[v])
         return fail(i, "uses %" + std::to_string(v) + " before its definition");
     }
+    if (o.kind == op_kind::call_hook && o.node == no_node)
+      return fail(i, "a hook call must name its node");
+    if (o.kind == op_kind::accumulate && o.args[0] != no_value && o.args[1] != no_value
+        && def[o.args[1]] < newest_term[o.args[0]])
+      return fail(i, "adds %" + std::to_string(o.args[1]) + " before a term of %"
+                         + std::to_string(o.args[0])
+                         + ": the sum no longer adds in the order its terms are produced");
     for (auto v : o.results) {
       if (v == no_value)
         continue;
@@ -156,6 +175,10 @@ bool verify(const graph& g, std::ostream* why) {
       if (defined[v])
         return fail(i, "defines %" + std::to_string(v) + " a second time");
       defined[v] = true;
+      def[v] = static_cast<int64_t>(i);
+      newest_term[v] = o.kind == op_kind::accumulate && o.args[1] != no_value
+                           ? def[o.args[1]]
+                           : static_cast<int64_t>(i);
     }
   }
   return false;

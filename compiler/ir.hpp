@@ -100,6 +100,8 @@ struct op {
   int64_t index = -1;              ///< input/output index, where the kind has one
   std::vector<value_id> args;
   std::vector<value_id> results;
+  tensor_meta meta{{}, {}, {}, false};  ///< graph_input: the lifted value, where known
+  uint32_t id = 0;                  ///< stable name for passes that move ops (number_ops)
   friend bool operator==(const op&, const op&) = default;
 };
 
@@ -116,8 +118,18 @@ struct graph {
   /// Returns a fresh value.
   value_id new_value() noexcept { return num_values++; }
 
+  /// Gives every op its position as `id`, so passes can find ops they move.
+  void number_ops() noexcept {
+    for (uint32_t i = 0; i < ops.size(); ++i)
+      ops[i].id = i;
+  }
+
   friend bool operator==(const graph&, const graph&) = default;
 };
+
+/// Whether `g` is node-level IR (it calls autograd nodes), as opposed to
+/// functional-level IR (it applies functionals).
+bool is_node_level(const graph& g) noexcept;
 
 /// Writes the readable text form: one op per line, named values.
 std::ostream& operator<<(std::ostream& out, const graph& g);
@@ -125,9 +137,11 @@ std::ostream& operator<<(std::ostream& out, const graph& g);
 /// Returns the text form.
 std::string to_text(const graph& g);
 
-/// Checks that every value is defined once, before its uses, and that each op
-/// has the operands its kind needs. Returns true when the graph is broken and
-/// writes why, naming the op, to `why` if given.
+/// Checks that every value is defined once, before its uses, that each op
+/// has the operands its kind needs, and that every gradient sum adds its
+/// terms in the order the ops producing them run (the stock engine's order,
+/// from lowering). Returns true when the graph is broken and writes why,
+/// naming the op, to `why` if given.
 bool verify(const graph& g, std::ostream* why = nullptr);
 
 } // namespace gradd::compiler

@@ -64,9 +64,13 @@ void lower_to_node_ops(graph& g) {
     if (n.hooks.pre > 0)
       inputs = emit_hook(g, id, "pre_hook", std::move(inputs));
     if (n.is_accumulate_grad) {
+      // AccumulateGrad calls its post-accumulate-grad hook itself, before the
+      // engine's post hooks (which see no outputs).
       g.ops.push_back({op_kind::accumulate_grad, "", id, -1, inputs, {}});
       if (n.hooks.post_acc_grad > 0)
         g.ops.push_back({op_kind::call_hook, "post_acc_grad_hook", id, -1, {}, {}});
+      if (n.hooks.post > 0)
+        g.ops.push_back({op_kind::call_hook, "post_hook", id, 0, inputs, {}});
       continue;
     }
     op call{op_kind::call_node, n.type_name, id, -1, inputs, {}};
@@ -80,7 +84,8 @@ void lower_to_node_ops(graph& g) {
       g.ops.push_back(std::move(validate));
     }
     if (n.hooks.post > 0) {
-      op post{op_kind::call_hook, "post_hook", id, -1, results, {}};
+      op post{op_kind::call_hook, "post_hook", id, static_cast<int64_t>(results.size()),
+              results, {}};  // index: how many args are outputs
       post.args.insert(post.args.end(), inputs.begin(), inputs.end());
       post.results = fresh_values(g, results.size());
       results = post.results;

@@ -2,6 +2,8 @@
 
 #include "config/schema.hpp"
 
+#include "compiler/pass_manager.hpp"
+
 #include <yaml-cpp/yaml.h>
 
 #include <limits>
@@ -76,6 +78,22 @@ apply_fn choice(Field field, std::vector<std::string> names) {
   };
 }
 
+/// A pass pipeline: every name must be a known pass.
+template <class Field>
+apply_fn pipeline(Field field) {
+  return [=](settings& s, const YAML::Node& value) -> std::string {
+    if (!value.IsScalar())
+      return "expected pass names separated by commas";
+    try {
+      compiler::pass_manager check(value.Scalar());
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    field(s) = value.Scalar();
+    return {};
+  };
+}
+
 #define GRADD_FIELD(member) [](settings& s) -> auto& { return s.member; }
 
 } // namespace
@@ -113,11 +131,17 @@ const std::vector<key_spec>& schema() {
       {"nan_check", "enabled", "true, false", "false",
        "after each backward, raise naming the parameters or outputs whose gradients hold NaN",
        boolean(GRADD_FIELD(nan_check.enabled))},
+      {"passes", "pipeline", "pass names, comma-separated", "default",
+       "the graph passes, in order; default is the seed's end_capture order",
+       pipeline(GRADD_FIELD(passes.pipeline))},
+      {"passes", "gradient_ready", "true, false", "false",
+       "run parameter-gradient paths first (gradient_ready_schedule), sums unchanged",
+       boolean(GRADD_FIELD(passes.gradient_ready))},
       {"logging", "level", "error, warning, info, debug", "warning",
        "what gradd writes to stderr",
        choice<log_level>(GRADD_FIELD(logging.level), {"error", "warning", "info", "debug"})},
       {"logging", "ir_dump_dir", "path", "\"\"",
-       "write each captured graph's IR here, one file per graph (empty: off)",
+       "write each captured graph's IR (text and DOT) here, after capture and each pass",
        text(GRADD_FIELD(logging.ir_dump_dir))},
   };
   return table;

@@ -50,6 +50,10 @@ struct settings {
   struct nan_check_section {
     bool enabled = false;        ///< raise after a backward whose gradients hold NaN
   } nan_check;
+  struct passes_section {
+    std::string pipeline = "default";  ///< pass names, comma-separated
+    bool gradient_ready = false;       ///< append gradient_ready_schedule
+  } passes;
   struct logging_section {
     log_level level = log_level::warning;
     std::string ir_dump_dir;     ///< write each captured graph's IR here ("" = off)

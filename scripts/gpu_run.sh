@@ -14,4 +14,7 @@ for model in mlp deep-mlp convnet lstm transformer; do
   build-gpu/gradd-bench --model "$model" --device cuda --mode both --iters 200 --warmup 20
 done | tee "$out/bench.jsonl"
 build-gpu/gradd-bench --model deep-mlp --device cuda --mode both --structures sweep | tee -a "$out/bench.jsonl"
+for config in config/gradd.example.yaml config/gradient_ready.yaml; do
+  build-gpu/gradd-bench --model transformer --device cuda --mode both --grad-ready-times --config "$config"
+done | tee -a "$out/bench.jsonl"
 build-gpu/gradd-bench --model deep-mlp --device cpu --mode both | tee -a "$out/bench.jsonl"

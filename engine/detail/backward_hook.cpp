@@ -14,6 +14,7 @@
 #include "engine/detail/capture.hpp"
 #include "engine/detail/eager_fallback.hpp"
 #include "engine/detail/engine_state.hpp"
+#include "engine/detail/entry_gate.hpp"
 #include "engine/detail/graph_walk.hpp"
 #include "engine/detail/nan_check.hpp"
 #include "engine/detail/plan_runner.hpp"
@@ -172,6 +173,7 @@ private:
 variable_list serve_backward(const std::shared_ptr<torch::autograd::Node>& graph_root,
                              const torch::autograd::GraphTask& task, bool accumulate_grad,
                              const std::vector<torch::autograd::Edge>& outputs) {
+  pass_entry_gate();
   return backward_call(graph_root, task, accumulate_grad, outputs).serve();
 }
 

@@ -10,14 +10,13 @@
 
 #include "engine/detail/plan_runner.hpp"
 
-#include <ATen/DeviceAccelerator.h>
+#include "engine/detail/functional_steps.hpp"
+#include "engine/detail/ready_events.hpp"
+
 #include <c10/core/StreamGuard.h>
-#include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/autograd/input_buffer.h>
-
-#include <sstream>
 
 namespace gradd::engine::detail {
 
@@ -47,23 +46,6 @@ variable_list call_post_hooks(Node& fn, variable_list outputs, const variable_li
   return outputs;
 }
 
-/// Makes the node's stream wait for the gradients that arrived on others.
-void wait_for_ready_events(InputBuffer& inputs, const std::optional<c10::Stream>& stream) {
-  for (size_t pos = 0; pos < inputs.ready_events.size(); ++pos) {
-    if (!inputs.buffer[pos].defined())
-      continue;
-    if (!at::accelerator::isAccelerator(inputs.buffer[pos].device().type()))
-      continue;
-    auto& ready_stream = inputs.ready_streams[pos];
-    auto& ready_event = inputs.ready_events[pos];
-    TORCH_INTERNAL_ASSERT(ready_stream && stream);
-    if (*stream != *ready_stream) {
-      TORCH_INTERNAL_ASSERT(ready_event);
-      stream->wait(*ready_event);
-    }
-  }
-}
-
 /// The stock engine's call_function: hooks around the node's own backward.
 variable_list call_node(Node& fn, variable_list inputs, bool keep_graph) {
   inputs = call_tensor_pre_hooks(fn, std::move(inputs));
@@ -80,11 +62,7 @@ variable_list call_node(Node& fn, variable_list inputs, bool keep_graph) {
   } else {
     outputs = fn(std::move(inputs));
   }
-  torch::autograd::validate_outputs(fn.next_edges(), outputs, [&](const std::string& msg) {
-    std::ostringstream ss;
-    ss << "Function " << fn.name() << " returned an " << msg;
-    return ss.str();
-  });
+  validate_node_outputs(fn, outputs);
   if (has_post_hooks)
     return call_post_hooks(fn, std::move(outputs), inputs);
   return outputs;

@@ -7,6 +7,9 @@
 // where there is one, on CUDA.
 
 #include "engine/detail/functional_capture.hpp"
+#include "engine/detail/functional_registry.hpp"
+#include "engine/detail/functional_replay.hpp"
+#include "engine/grad_check.hpp"
 
 #include <catch2/catch.hpp>
 #include <torch/csrc/autograd/engine.h>
@@ -22,6 +25,9 @@ namespace {
 
 namespace detail = gradd::engine::detail;
 using gradd::compiler::op_kind;
+using gradd::test::clear_grads;
+using gradd::test::grads_of;
+using gradd::test::require_bitwise_equal;
 using torch::autograd::variable_list;
 
 /// The recording the hooks below write and read.
@@ -116,40 +122,44 @@ model make_in_place_view(torch::Dtype dtype, torch::Device device) {
   return {layer->parameters(), batch_maker(dtype, device, 6, 5), loss};
 }
 
-void clear_grads(const std::vector<torch::Tensor>& params) {
-  for (auto p : params)
-    p.mutable_grad() = torch::Tensor();
-}
-
-std::vector<torch::Tensor> grads_of(const std::vector<torch::Tensor>& params) {
-  std::vector<torch::Tensor> grads;
-  for (const auto& p : params)
-    grads.push_back(p.grad().defined() ? p.grad().clone(at::MemoryFormat::Preserve)
-                                       : torch::Tensor());
-  return grads;
-}
-
+/// Sets each parameter's `.grad` to a copy of `grads[i]` (none if undefined).
 void set_grads(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads) {
   for (size_t i = 0; i < params.size(); ++i) {
     auto p = params[i];
-    p.mutable_grad() = grads[i].clone(at::MemoryFormat::Preserve);
+    p.mutable_grad() =
+        grads[i].defined() ? grads[i].clone(at::MemoryFormat::Preserve) : torch::Tensor();
   }
 }
 
-/// Equal element by element, bitwise, with the same layout.
-void require_bitwise_equal(const std::vector<torch::Tensor>& expected,
-                           const std::vector<torch::Tensor>& actual) {
-  REQUIRE(expected.size() == actual.size());
-  for (size_t i = 0; i < expected.size(); ++i) {
-    INFO("tensor " << i);
-    REQUIRE(expected[i].defined() == actual[i].defined());
-    if (!expected[i].defined())
-      continue;
-    REQUIRE(expected[i].sizes() == actual[i].sizes());
-    REQUIRE(expected[i].strides() == actual[i].strides());
-    REQUIRE(expected[i].dtype() == actual[i].dtype());
-    REQUIRE(torch::equal(expected[i], actual[i]));
+/// Runs backward() of `m` on `b`, on the stock engine and then through
+/// `hook`, each from `.grad` = `initial`; requires the same `.grad` bitwise
+/// and returns the stock engine's.
+std::vector<torch::Tensor> backward_matches_stock(
+    const model& m, const batch& b, torch::autograd::Engine::compiled_autograd_fn hook,
+    const std::vector<torch::Tensor>& initial) {
+  set_grads(m.params, initial);
+  m.loss(b).backward();
+  auto stock = grads_of(m.params);
+  set_grads(m.params, initial);
+  {
+    hook_scope on(hook);
+    m.loss(b).backward();
   }
+  require_bitwise_equal(stock, grads_of(m.params));
+  return stock;
+}
+
+/// Runs autograd::grad() of `m` on `b` for its parameters, on the stock
+/// engine and then through `hook`; requires the same results bitwise.
+void grad_matches_stock(const model& m, const batch& b,
+                        torch::autograd::Engine::compiled_autograd_fn hook) {
+  auto stock = torch::autograd::grad({m.loss(b)}, m.params);
+  variable_list result;
+  {
+    hook_scope on(hook);
+    result = torch::autograd::grad({m.loss(b)}, m.params);
+  }
+  require_bitwise_equal(stock, result);
 }
 
 size_t count_kind(const detail::functional_recording& rec, op_kind kind) {
@@ -210,62 +220,29 @@ void check_recording(const detail::functional_recording& rec,
 /// each against the stock engine on the same inputs.
 void check_backward(const model& m, const std::vector<std::string>& expected_functionals,
                     bool expect_sums) {
-  auto first = m.make_batch(1, 8);
-  clear_grads(m.params);
-  m.loss(first).backward();
-  auto stock_first = grads_of(m.params);
-
-  clear_grads(m.params);
-  {
-    hook_scope on(&capture_hook);
-    m.loss(first).backward();
-  }
-  require_bitwise_equal(stock_first, grads_of(m.params));
+  const std::vector<torch::Tensor> no_grads(m.params.size());
+  auto stock_first = backward_matches_stock(m, m.make_batch(1, 8), &capture_hook, no_grads);
   check_recording(*recording, expected_functionals);
   CHECK(recording->ir.accumulate_grad);
   CHECK(count_kind(*recording, op_kind::accumulate_grad) == m.params.size());
   if (expect_sums)
     CHECK(count_kind(*recording, op_kind::accumulate) > 0);
 
-  auto second = m.make_batch(2, 8);
-  clear_grads(m.params);
-  m.loss(second).backward();
-  auto stock_second = grads_of(m.params);
+  auto stock_second = backward_matches_stock(m, m.make_batch(2, 8), &replay_hook, no_grads);
   REQUIRE_FALSE(torch::equal(stock_first[0], stock_second[0]));
-
-  clear_grads(m.params);
-  {
-    hook_scope on(&replay_hook);
-    m.loss(second).backward();
-  }
-  require_bitwise_equal(stock_second, grads_of(m.params));
 }
 
 /// autograd::grad() with the parameters as inputs: results, not `.grad`.
 void check_grad(const model& m) {
   clear_grads(m.params);
-  auto first = m.make_batch(1, 8);
-  auto stock_first = torch::autograd::grad({m.loss(first)}, m.params);
-  variable_list captured;
-  {
-    hook_scope on(&capture_hook);
-    captured = torch::autograd::grad({m.loss(first)}, m.params);
-  }
-  require_bitwise_equal(stock_first, captured);
+  grad_matches_stock(m, m.make_batch(1, 8), &capture_hook);
   CHECK_FALSE(recording->ir.accumulate_grad);
   CHECK(count_kind(*recording, op_kind::accumulate_grad) == 0);
   CHECK(recording->ir.num_outputs == m.params.size());
   for (const auto& p : m.params)
     CHECK_FALSE(p.grad().defined());
 
-  auto second = m.make_batch(2, 8);
-  auto stock_second = torch::autograd::grad({m.loss(second)}, m.params);
-  variable_list replayed;
-  {
-    hook_scope on(&replay_hook);
-    replayed = torch::autograd::grad({m.loss(second)}, m.params);
-  }
-  require_bitwise_equal(stock_second, replayed);
+  grad_matches_stock(m, m.make_batch(2, 8), &replay_hook);
 }
 
 /// backward() into `.grad` that already holds gradients (in-place sums).
@@ -273,27 +250,8 @@ void check_existing_grads(const model& m) {
   std::vector<torch::Tensor> initial;
   for (const auto& p : m.params)
     initial.push_back(torch::full_like(p, 0.25));
-  auto first = m.make_batch(1, 8);
-  set_grads(m.params, initial);
-  m.loss(first).backward();
-  auto stock_first = grads_of(m.params);
-  set_grads(m.params, initial);
-  {
-    hook_scope on(&capture_hook);
-    m.loss(first).backward();
-  }
-  require_bitwise_equal(stock_first, grads_of(m.params));
-
-  auto second = m.make_batch(2, 8);
-  set_grads(m.params, initial);
-  m.loss(second).backward();
-  auto stock_second = grads_of(m.params);
-  set_grads(m.params, initial);
-  {
-    hook_scope on(&replay_hook);
-    m.loss(second).backward();
-  }
-  require_bitwise_equal(stock_second, grads_of(m.params));
+  backward_matches_stock(m, m.make_batch(1, 8), &capture_hook, initial);
+  backward_matches_stock(m, m.make_batch(2, 8), &replay_hook, initial);
 }
 
 const std::vector<std::string> mlp_functionals{"AddmmBackward0", "TBackward0", "ReluBackward0",

@@ -1,0 +1,81 @@
+// Use-def chains and op moves.
+
+#include "compiler/analysis.hpp"
+
+#include <algorithm>
+
+namespace gradd::compiler {
+
+use_def::use_def(const graph& g) : def(g.num_values, -1), users(g.num_values) {
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    for (auto v : g.ops[i].results)
+      if (v != no_value && v < g.num_values)
+        def[v] = static_cast<int64_t>(i);
+    for (auto v : g.ops[i].args)
+      if (v != no_value && v < g.num_values)
+        if (users[v].empty() || users[v].back() != i)
+          users[v].push_back(static_cast<uint32_t>(i));
+  }
+}
+
+bool use_def::has_users(const graph& g, size_t position) const {
+  for (auto v : g.ops[position].results)
+    if (v != no_value && !users[v].empty())
+      return true;
+  return false;
+}
+
+std::vector<uint32_t> ids_of(const graph& g, op_kind kind, const std::string& target) {
+  std::vector<uint32_t> ids;
+  for (const auto& o : g.ops)
+    if (o.kind == kind && (target.empty() || o.target == target))
+      ids.push_back(o.id);
+  return ids;
+}
+
+int64_t last_def(const use_def& uses, const op& o) {
+  int64_t last = -1;
+  for (auto v : o.args)
+    if (v != no_value && v < uses.def.size())
+      last = std::max(last, uses.def[v]);
+  return last;
+}
+
+int64_t first_user(const use_def& uses, const op& o) {
+  int64_t first = -1;
+  for (auto v : o.results)
+    if (v != no_value && v < uses.users.size() && !uses.users[v].empty()) {
+      auto user = static_cast<int64_t>(uses.users[v].front());
+      first = first < 0 ? user : std::min(first, user);
+    }
+  return first;
+}
+
+int64_t position_of(const graph& g, uint32_t id) {
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (g.ops[i].id == id)
+      return static_cast<int64_t>(i);
+  return -1;
+}
+
+void move_after(graph& g, size_t from, size_t anchor) {
+  if (from == anchor + 1 || from == anchor)
+    return;
+  auto moved = std::move(g.ops[from]);
+  g.ops.erase(g.ops.begin() + static_cast<std::ptrdiff_t>(from));
+  if (from < anchor)
+    --anchor;
+  g.ops.insert(g.ops.begin() + static_cast<std::ptrdiff_t>(anchor + 1), std::move(moved));
+}
+
+void move_before(graph& g, size_t from, size_t anchor) {
+  if (from + 1 == anchor || from == anchor)
+    return;
+  auto moved = std::move(g.ops[from]);
+  g.ops.erase(g.ops.begin() + static_cast<std::ptrdiff_t>(from));
+  if (from < anchor)
+    --anchor;
+  g.ops.insert(g.ops.begin() + static_cast<std::ptrdiff_t>(anchor), std::move(moved));
+}
+
+} // namespace gradd::compiler

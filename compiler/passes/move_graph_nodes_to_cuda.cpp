@@ -1,0 +1,64 @@
+// move_graph_nodes_to_cuda: in a graph with CUDA inputs, a 0-dim CPU input
+// used only by built-in ops moves to CUDA, so a CUDA graph of the backward
+// needs no host value (the seed's pass of this name). An input that reaches
+// a custom function stays where it is: user code may expect it on the CPU.
+// The move is recorded in the input's metadata; the runtime that lifts
+// inputs reads it. Graphs without CUDA inputs are left alone.
+
+#include "compiler/passes/registry.hpp"
+
+namespace gradd::compiler::passes {
+
+namespace {
+
+bool is_custom_function(const op& o) {
+  return o.target.find("CppNode") != std::string::npos
+         || o.target.find("PyNode") != std::string::npos;
+}
+
+bool only_builtin_users(const graph& g, const use_def& uses, const op& input) {
+  for (auto v : input.results)
+    for (auto user : uses.users[v]) {
+      const auto& u = g.ops[user];
+      bool builtin = (u.kind == op_kind::apply_functional || u.kind == op_kind::call_node)
+                     && !is_custom_function(u);
+      if (!builtin)
+        return false;
+    }
+  return true;
+}
+
+class move_graph_nodes_to_cuda_pass final : public pass {
+public:
+  const char* name() const noexcept override { return "move_graph_nodes_to_cuda"; }
+  bool run(graph& g, analysis_manager& analyses) override {
+    std::string cuda_device;
+    for (const auto& o : g.ops)
+      if (o.kind == op_kind::graph_input && o.meta.known && o.meta.device.rfind("cuda", 0) == 0) {
+        cuda_device = o.meta.device;
+        break;
+      }
+    size_t moved = 0;
+    if (!cuda_device.empty()) {
+      const auto& uses = analyses.uses();
+      for (auto& o : g.ops) {
+        bool cpu_scalar = o.kind == op_kind::graph_input && o.meta.known
+                          && o.meta.device == "cpu" && o.meta.sizes.empty();
+        if (cpu_scalar && only_builtin_users(g, uses, o)) {
+          o.meta.device = cuda_device;
+          ++moved;
+        }
+      }
+    }
+    statistic_ = moved > 0 ? "moved " + std::to_string(moved) + " inputs to " + cuda_device : "";
+    return moved > 0;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<pass> make_move_graph_nodes_to_cuda() {
+  return std::make_unique<move_graph_nodes_to_cuda_pass>();
+}
+
+} // namespace gradd::compiler::passes

@@ -1,0 +1,77 @@
+// The pass table: one row per pass, in the default pipeline's order (the
+// seed's end_capture order), then the passes that are off by default.
+
+#include "compiler/passes/registry.hpp"
+
+#include "compiler/passes/hook_moves.hpp"
+
+#include <stdexcept>
+
+namespace gradd::compiler {
+
+namespace {
+
+using passes::op_selector;
+
+std::unique_ptr<pass> asap(const char* name, op_selector ops) {
+  return std::make_unique<passes::move_after_input_pass>(name, ops);
+}
+
+std::unique_ptr<pass> alap(const char* name, op_selector ops, bool reverse) {
+  return std::make_unique<passes::move_before_user_pass>(name, ops, reverse);
+}
+
+} // namespace
+
+const std::vector<pass_info>& pass_table() {
+  static const std::vector<pass_info> table{
+      {"delay_unpack_hook_nodes", "unpack hooks right before their first user",
+       [] { return alap("delay_unpack_hook_nodes", {op_kind::unpack, ""}, false); }},
+      {"reorder_tensor_pre_hook_nodes", "tensor pre-hooks right after their gradient",
+       [] { return asap("reorder_tensor_pre_hook_nodes", {op_kind::call_hook, "tensor_pre_hook"}); }},
+      {"reorder_pre_hook_nodes_to_schedule_asap", "pre-hooks right after their last input",
+       [] {
+         return asap("reorder_pre_hook_nodes_to_schedule_asap", {op_kind::call_hook, "pre_hook"});
+       }},
+      {"reorder_accumulate_grad_nodes", "accumulate_grad right after its gradient",
+       [] { return asap("reorder_accumulate_grad_nodes", {op_kind::accumulate_grad, ""}); }},
+      {"reorder_pre_hook_nodes_to_mimic_eager", "pre-hooks right before their node, as eager",
+       [] {
+         return alap("reorder_pre_hook_nodes_to_mimic_eager", {op_kind::call_hook, "pre_hook"}, true);
+       }},
+      {"reorder_post_acc_grad_hook_nodes", "post-accumulate-grad hooks right after accumulate_grad",
+       passes::make_reorder_post_acc_grad_hook_nodes},
+      {"reorder_post_hook_nodes", "output-less post hooks right after their inputs' last use",
+       passes::make_reorder_post_hook_nodes},
+      {"dce", "drop pure ops whose results nobody uses", passes::make_dce},
+      {"remove_unused_sizes", "drop size inputs nobody uses, renumber the rest",
+       passes::make_remove_unused_sizes},
+      {"move_graph_nodes_to_cuda", "0-dim CPU inputs of built-in ops to CUDA in CUDA graphs",
+       passes::make_move_graph_nodes_to_cuda},
+      {"gradient_ready_schedule", "parameter gradients as early as the sums allow (off by default)",
+       passes::make_gradient_ready_schedule},
+  };
+  return table;
+}
+
+std::string default_pipeline() {
+  std::string names;
+  for (const auto& p : pass_table()) {
+    if (std::string(p.name) == "gradient_ready_schedule")
+      break;
+    names += (names.empty() ? "" : ",") + std::string(p.name);
+  }
+  return names;
+}
+
+const pass_info& find_pass(const std::string& name) {
+  std::string known;
+  for (const auto& p : pass_table()) {
+    if (name == p.name)
+      return p;
+    known += (known.empty() ? "" : ", ") + std::string(p.name);
+  }
+  throw std::invalid_argument("unknown pass '" + name + "' (known: " + known + ")");
+}
+
+} // namespace gradd::compiler

@@ -1,0 +1,68 @@
+// The entry gate of Note [Concurrent backwards and libtorch's re-entrancy check].
+
+#include "engine/detail/entry_gate.hpp"
+
+#include <torch/csrc/autograd/engine.h>
+
+#include <mutex>
+
+namespace gradd::engine::detail {
+
+namespace {
+
+using torch::autograd::Edge;
+using torch::autograd::variable_list;
+
+/// Recursive: a backward that falls back to the stock engine between the
+/// check and the hook (gradd disabled meanwhile) keeps the gate, and a hook
+/// inside it may start another backward on the same thread.
+std::recursive_mutex gate;
+thread_local int gate_depth = 0;  ///< times this thread holds the gate
+
+class gated_engine final : public torch::autograd::Engine {
+public:
+  variable_list execute(const std::vector<Edge>& roots, const variable_list& inputs,
+                        bool keep_graph, bool create_graph, bool accumulate_grad,
+                        const std::vector<Edge>& outputs) override {
+    gate.lock();
+    ++gate_depth;
+    struct leave {
+      int depth;
+      ~leave() {
+        if (gate_depth > depth) {  // the hook did not pass the gate (error, or no hook)
+          --gate_depth;
+          gate.unlock();
+        }
+      }
+    } on_exit{gate_depth - 1};
+    return Engine::execute(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs);
+  }
+};
+
+torch::autograd::Engine& gated_engine_instance() {
+  // Never destroyed: engine threads may outlive static destruction.
+  static auto* engine = new gated_engine;
+  return *engine;
+}
+
+} // namespace
+
+void install_entry_gate() {
+  static bool installed = [] {
+    auto& current = torch::autograd::Engine::get_default_engine();
+    if (&current != &torch::autograd::Engine::get_base_engine())
+      return false;
+    torch::autograd::set_default_engine_stub(&gated_engine_instance);
+    return true;
+  }();
+  (void)installed;
+}
+
+void pass_entry_gate() noexcept {
+  if (gate_depth > 0) {
+    --gate_depth;
+    gate.unlock();
+  }
+}
+
+} // namespace gradd::engine::detail

@@ -1,0 +1,26 @@
+#pragma once
+
+namespace gradd::engine::detail {
+
+// Note [Concurrent backwards and libtorch's re-entrancy check]
+// With a compiled-autograd hook installed, Engine::execute (libtorch 2.11)
+// first checks an atomic counter of threads "in compiled autograd", then
+// increments it, decrements it again and calls the hook. A second thread
+// that reaches the check inside that short window gets NotImplementedError
+// ("Re-entrant into Compiled Autograd ..."), although nothing is re-entrant:
+// with 8 threads running backwards it happened within 1,600 backwards. The
+// stock engine allows concurrent backwards, so gradd must too. gradd makes
+// itself the default engine (a subclass whose execute() forwards to the
+// stock one) and holds a lock from before that check until its hook starts:
+// threads prepare their graph tasks one at a time and run them concurrently.
+// Where another default engine is installed already (PyTorch's Python
+// engine), gradd leaves it in place.
+
+/// Makes gradd's gated engine the default engine, unless another engine
+/// than libtorch's base one is the default. Idempotent.
+void install_entry_gate();
+
+/// Called by gradd's hook as it starts: lets the next thread in.
+void pass_entry_gate() noexcept;
+
+} // namespace gradd::engine::detail

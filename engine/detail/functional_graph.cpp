@@ -1,0 +1,123 @@
+// Reading, lifting and finishing one backward for functional capture and
+// replay (see functional_graph.hpp).
+//
+// Reading reuses the plan path's pieces (walk_graph, capture_graph,
+// mark_needed_nodes) and adds the checks of what functional capture does not
+// cover. Lifting follows the compiled autograd driver node by node, so that
+// the lifted tensors, sizes and scalars land in the same positions for every
+// graph of one structure; the specialization key of each node tells replay
+// whether a later graph may reuse a recording.
+
+#include "engine/detail/functional_graph.hpp"
+
+#include "compiler/exec_info.hpp"
+#include "engine/detail/capture.hpp"
+
+#include <c10/core/GradMode.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/autograd/anomaly_mode.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/graph_task.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
+
+#include <stdexcept>
+
+namespace gradd::engine::detail {
+
+namespace {
+
+namespace ca = torch::dynamo::autograd;
+using torch::autograd::Node;
+
+/// The message of `e` without libtorch's backtrace.
+std::string message_of(const std::exception& e) {
+  if (auto* error = dynamic_cast<const c10::Error*>(&e))
+    return error->what_without_backtrace();
+  return e.what();
+}
+
+/// Lifts node `fn` with table entry `info` into `call`; returns its
+/// specialization key.
+std::string lift_node(ca::AutogradCompilerCall& call, Node& fn, const compiler::node_info& info) {
+  ca::NodeCall& node_call = call.node_calls.lookup(fn.shared_from_this());
+  for (const auto& capture : info.captures)
+    node_call.mark_output(static_cast<int>(capture.input_nr),
+                          static_cast<int>(capture.output_index));
+  ca::CompiledNodeArgs args(call, node_call);
+  try {
+    args.collect(node_call);
+    if (args.cond(info.needed)) {
+      fn.compiled_args(args);
+      args.collect(fn.next_edges());
+    }
+  } catch (const std::exception& e) {
+    throw_capture_error("node " + fn.name() + " cannot be lifted: " + message_of(e));
+  }
+  auto key = args.key();
+  return std::string(reinterpret_cast<const char*>(key.key), key.key_size);
+}
+
+} // namespace
+
+void throw_capture_error(const std::string& why) {
+  throw std::runtime_error("gradd functional capture: " + why);
+}
+
+functional_graph read_functional_graph(const std::shared_ptr<Node>& root,
+                                       const torch::autograd::GraphTask& task,
+                                       bool accumulate_grad,
+                                       const torch::autograd::edge_list& outputs) {
+  if (at::GradMode::is_enabled())
+    throw_capture_error("create_graph=True is not captured");
+  if (torch::autograd::AnomalyMode::is_enabled())
+    throw_capture_error("anomaly mode is on");
+
+  functional_graph g;
+  walk_graph(*root, outputs, task.keep_graph_, accumulate_grad, g.walk);
+  auto captured = capture_graph(g.walk, task, outputs, accumulate_grad);
+  g.ir = std::move(captured.ir);
+  compiler::mark_needed_nodes(g.ir);
+  // Hooks would run between the functionals, where no recording sees them.
+  for (uint32_t i = 0; i < g.ir.nodes.size(); ++i)
+    if (compiler::should_execute(g.ir.nodes[i]) && g.ir.nodes[i].hooks != compiler::hook_counts{})
+      throw_capture_error("node " + g.node(i).name() + " has hooks");
+  if (captured.eager_reason)
+    throw_capture_error(std::string("the graph needs the stock engine: ") +
+                        to_string(*captured.eager_reason));
+  return g;
+}
+
+std::vector<std::string> lift_nodes(ca::AutogradCompilerCall& call, const functional_graph& g) {
+  std::vector<std::string> keys;
+  keys.reserve(g.ir.nodes.size());
+  for (uint32_t i = 0; i < g.ir.nodes.size(); ++i) {
+    Node& fn = g.node(i);
+    std::string key = fn.name();
+    if (compiler::should_execute(g.ir.nodes[i])) {
+      key.push_back('\0');
+      key += lift_node(call, fn, g.ir.nodes[i]);
+    }
+    keys.push_back(std::move(key));
+  }
+  // Hooks and unpack hooks arrive as Python objects, which only Python runs.
+  if (!call.hooks.empty() || !call.sv_to_hooks.empty() || !call.pynode_objs.empty() ||
+      !call.packed_inputs.empty() || !call.cpp_tensor_pre_hooks.empty())
+    throw_capture_error("the graph holds hooks or Python objects");
+  return keys;
+}
+
+void finish_backward(const functional_graph& g, const std::vector<uint32_t>& leaf_nodes,
+                     const torch::autograd::GraphTask& task) {
+  if (!task.keep_graph_)
+    for (uint32_t i = 0; i < g.ir.nodes.size(); ++i)
+      if (g.ir.nodes[i].needed)
+        g.node(i).release_variables();
+  // The hook receives the task const, but the stock engine records leaf
+  // streams in it for exactly this post-processing.
+  auto& leaf_streams = const_cast<torch::autograd::GraphTask&>(task).leaf_streams;
+  for (uint32_t i : leaf_nodes)
+    if (auto stream = g.node(i).stream())
+      leaf_streams.emplace(*stream);
+}
+
+} // namespace gradd::engine::detail

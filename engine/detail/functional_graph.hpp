@@ -1,0 +1,69 @@
+#pragma once
+
+// One backward's graph as functional capture and replay both start from it.
+//
+// The graph is read as the plan path reads it: the engine's own walk lists
+// the nodes in discovery order (so two graphs of the same structure list
+// corresponding nodes at the same indices), structural capture describes
+// them as a node table, and compiler::mark_needed_nodes marks which run.
+// The order the stock engine would run them in then comes from the one
+// simulation of it, compiler::stock_order. Lifting passes over the nodes that
+// run or capture, in table order, as the compiled autograd driver does.
+
+#include "compiler/ir.hpp"
+#include "engine/detail/graph_walk.hpp"
+
+#include <torch/csrc/autograd/function.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace torch::autograd {
+struct GraphTask;
+}
+
+namespace torch::dynamo::autograd {
+struct AutogradCompilerCall;
+}
+
+namespace gradd::engine::detail {
+
+/// Throws the std::runtime_error by which functional capture and replay
+/// leave a backward to the stock engine, `why` prefixed with gradd's name.
+[[noreturn]] void throw_capture_error(const std::string& why);
+
+/// The nodes of one backward and their table.
+struct functional_graph {
+  graph_walk walk;     ///< the nodes, root first, in discovery order
+  compiler::graph ir;  ///< their table: edges, captures, `needed` marked; no ops
+
+  torch::autograd::Node& node(uint32_t i) const { return *walk.nodes[i]; }
+};
+
+/// Reads the graph of a backward, given what Engine::set_compiled_autograd's
+/// hook receives. Throws (throw_capture_error) for what functional capture
+/// leaves to the stock engine: create_graph, anomaly mode, hooks on a node
+/// that runs or captures, and whatever the plan path leaves to it too
+/// (Python nodes and hooks, nested tensors, capture hooks).
+functional_graph read_functional_graph(const std::shared_ptr<torch::autograd::Node>& root,
+                                       const torch::autograd::GraphTask& task,
+                                       bool accumulate_grad,
+                                       const torch::autograd::edge_list& outputs);
+
+/// Lifts the state of every node of `g` that runs or captures into `call`,
+/// in table order, as the compiled autograd driver does (the node call, whether
+/// it runs, its own state, its edges). Returns, per node, its name and
+/// specialization key; throws for a node that cannot be lifted or state only
+/// Python could run.
+std::vector<std::string> lift_nodes(torch::dynamo::autograd::AutogradCompilerCall& call,
+                                    const functional_graph& g);
+
+/// Leaves what the stock engine leaves after a backward: releases the saved
+/// variables of the nodes that ran unless the task keeps the graph, and hands
+/// the streams of `leaf_nodes` to the caller's post-processing.
+void finish_backward(const functional_graph& g, const std::vector<uint32_t>& leaf_nodes,
+                     const torch::autograd::GraphTask& task);
+
+} // namespace gradd::engine::detail

@@ -1,0 +1,43 @@
+// The functional backwards bound in this process (see functional_registry.hpp).
+//
+// A map from name to a shared functional under a reader-writer lock: binds
+// are rare (once per node type), lookups happen on every captured call.
+
+#include "engine/detail/functional_registry.hpp"
+
+#include <shared_mutex>
+#include <unordered_map>
+
+namespace gradd::engine::detail {
+
+namespace {
+
+using torch::autograd::functional_apply_t;
+
+struct functional_table {
+  std::shared_mutex mutex;
+  std::unordered_map<std::string, std::shared_ptr<const functional_apply_t>> functions;
+};
+
+functional_table& table() {
+  static functional_table instance;
+  return instance;
+}
+
+} // namespace
+
+void bind_functional(const std::string& name, functional_apply_t fn) {
+  auto entry = std::make_shared<const functional_apply_t>(std::move(fn));
+  auto& t = table();
+  std::unique_lock lock(t.mutex);
+  t.functions[name] = std::move(entry);
+}
+
+std::shared_ptr<const functional_apply_t> bound_functional(const std::string& name) {
+  auto& t = table();
+  std::shared_lock lock(t.mutex);
+  auto it = t.functions.find(name);
+  return it == t.functions.end() ? nullptr : it->second;
+}
+
+} // namespace gradd::engine::detail
