@@ -4,7 +4,7 @@
 # git-ignored folder to carry to the GPU machine, which has no registry.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-packages=(libcaf-dev libcaf-core0.17 libcaf-io0.17 libtbb-dev libtbb12 libtbbmalloc2
+packages=(libcaf-dev libcaf-core0.17 libcaf-io0.17 libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 libhwloc15
           libyaml-cpp-dev libyaml-cpp0.7 catch2)
 rm -rf .deps && mkdir -p .deps/debs .deps/root
 (cd .deps/debs && apt-get download "${packages[@]}" >/dev/null)
