@@ -4,7 +4,6 @@
 
 #include "engine/detail/backward_hook.hpp"
 #include "engine/detail/engine_state.hpp"
-#include "engine/detail/entry_gate.hpp"
 
 #include <torch/csrc/autograd/engine.h>
 
@@ -56,7 +55,6 @@ void enable(const settings& config) {
   std::lock_guard lock(switch_mutex);
   static bool stop_at_exit = (std::atexit([] { engine_state::instance().stop(); }), true);
   (void)stop_at_exit;
-  engine::detail::install_entry_gate();
   engine_state::instance().start(config);
   torch::autograd::Engine::set_compiled_autograd(&engine::detail::serve_backward);
   enabled = true;

@@ -2,6 +2,8 @@
 
 #include "engine/detail/entry_gate.hpp"
 
+#include "engine/gradd.hpp"
+
 #include <torch/csrc/autograd/engine.h>
 
 #include <mutex>
@@ -24,6 +26,11 @@ public:
   variable_list execute(const std::vector<Edge>& roots, const variable_list& inputs,
                         bool keep_graph, bool create_graph, bool accumulate_grad,
                         const std::vector<Edge>& outputs) override {
+    // Without gradd's hook the stock engine runs the whole backward in
+    // here: no window to guard, and holding the gate would serialize
+    // backwards (and deadlock a device thread's hook that starts one).
+    if (!gradd::is_enabled())
+      return Engine::execute(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs);
     gate.lock();
     ++gate_depth;
     struct leave {
@@ -44,6 +51,11 @@ torch::autograd::Engine& gated_engine_instance() {
   static auto* engine = new gated_engine;
   return *engine;
 }
+
+// Installed when the library loads: an engine only gets device threads
+// (CUDA) if it is the first to start them, so it must be the default before
+// the first backward.
+const bool installed_at_load = (install_entry_gate(), true);
 
 } // namespace
 

@@ -13,11 +13,13 @@ namespace gradd::engine::detail {
 // itself the default engine (a subclass whose execute() forwards to the
 // stock one) and holds a lock from before that check until its hook starts:
 // threads prepare their graph tasks one at a time and run them concurrently.
-// Where another default engine is installed already (PyTorch's Python
-// engine), gradd leaves it in place.
+// It does so when the library loads, before any backward: an engine gets
+// CUDA device threads only if it is the first to start them (libtorch starts
+// them once per process). Where another default engine is installed already
+// (PyTorch's Python engine), gradd leaves it in place.
 
 /// Makes gradd's gated engine the default engine, unless another engine
-/// than libtorch's base one is the default. Idempotent.
+/// than libtorch's base one is the default. Idempotent; runs at load.
 void install_entry_gate();
 
 /// Called by gradd's hook as it starts: lets the next thread in.
