@@ -9,6 +9,7 @@
 #include "engine/detail/functional_capture.hpp"
 #include "engine/detail/functional_registry.hpp"
 #include "engine/detail/functional_replay.hpp"
+#include "compiler/pass_manager.hpp"
 #include "engine/grad_check.hpp"
 
 #include <catch2/catch.hpp>
@@ -383,4 +384,33 @@ TEST_CASE("functional capture refuses hooks and create_graph", "[engine][functio
     REQUIRE_THROWS_WITH(torch::autograd::grad({loss}, m.params, {}, std::nullopt, true),
                         Catch::Contains("create_graph"));
   }
+}
+
+TEST_CASE("the pass pipeline runs on functional-level IR", "[engine][functional][passes]") {
+  auto m = make_mlp(torch::kFloat64, torch::kCPU);
+  clear_grads(m.params);
+  {
+    hook_scope on(&capture_hook);
+    m.loss(m.make_batch(1, 8)).backward();
+  }
+  REQUIRE(recording);
+  auto ir = recording->ir;
+  gradd::compiler::pass_manager passes("default,gradient_ready_schedule");
+  passes.run(ir);  // throws, naming the pass, if one broke the graph
+  CHECK_FALSE(gradd::compiler::verify(ir));
+  CHECK(ir.ops.size() <= recording->ir.ops.size());
+  // reorder_accumulate_grad_nodes: each accumulation follows the op that
+  // produced its gradient, with only other accumulations in between.
+  gradd::compiler::use_def uses(ir);
+  size_t accumulations = 0;
+  for (size_t i = 0; i < ir.ops.size(); ++i) {
+    if (ir.ops[i].kind != op_kind::accumulate_grad)
+      continue;
+    ++accumulations;
+    auto def = gradd::compiler::last_def(uses, ir.ops[i]);
+    REQUIRE(def >= 0);
+    for (auto k = static_cast<size_t>(def) + 1; k < i; ++k)
+      CHECK(ir.ops[k].kind == op_kind::accumulate_grad);
+  }
+  CHECK(accumulations == m.params.size());
 }
