@@ -31,6 +31,20 @@ namespace {
 
 using torch::autograd::variable_list;
 
+/// Whether `reason` is something gradd cannot run, as opposed to a choice
+/// (force_eager), a mode (create_graph, anomaly) or a compile that is not done.
+bool is_unsupported(fallback_reason reason) {
+  switch (reason) {
+    case fallback_reason::python_node:
+    case fallback_reason::python_hook:
+    case fallback_reason::nested_tensor:
+    case fallback_reason::capture_hook:
+      return true;
+    default:
+      return false;
+  }
+}
+
 /// Walk storage of this thread, one per nesting level of backward-in-backward.
 class walk_scope {
 public:
@@ -114,9 +128,6 @@ private:
     if (captured.eager_reason) {
       state_.table.fail(*record, *captured.eager_reason,
                         std::chrono::steady_clock::time_point::max());
-      TORCH_CHECK(config_->fallback.on_unsupported != unsupported_policy::error,
-                  "gradd: cannot serve this backward: ", to_string(*captured.eager_reason),
-                  " (policy fallback.on_unsupported: error)");
     } else if (!state_.submit(record->id, std::move(captured.ir))) {
       state_.table.fail(*record, fallback_reason::compile_error,
                         std::chrono::steady_clock::time_point::min());
@@ -155,6 +166,10 @@ private:
   }
 
   variable_list eager(fallback_reason reason) {
+    TORCH_CHECK(!is_unsupported(reason)
+                    || config_->fallback.on_unsupported != unsupported_policy::error,
+                "gradd: cannot serve this backward: ", to_string(reason),
+                " (policy fallback.on_unsupported: error)");
     state_.count_fallback(reason);
     return run_on_stock_engine(root_, task_);
   }

@@ -88,3 +88,25 @@ TEST_CASE("a second backward through a freed graph fails as on the stock engine"
   CHECK_THAT(stock, Catch::Contains("second time"));
   CHECK(message_of(true) == stock);
 }
+
+TEST_CASE("nested tensors run on the stock engine, or raise if the policy says so",
+          "[engine][fallback]") {
+  torch::manual_seed(13);
+  auto a = torch::randn({2, 3}, torch::kFloat64).requires_grad_();
+  auto b = torch::randn({4, 3}, torch::kFloat64).requires_grad_();
+  auto step = [&] {
+    auto nested = torch::nested::as_nested_tensor({a, b}) * 2;
+    torch::nested::to_padded_tensor(nested, 0).sum().backward();
+    return std::vector<Tensor>{};
+  };
+  auto s = check_against_stock({a, b}, step);
+  CHECK(s.eager_for(fallback_reason::nested_tensor) == 2);
+  CHECK(s.plan_backwards == 0);
+
+  auto policy = gradd::test::sync_settings();
+  policy.fallback.on_unsupported = gradd::unsupported_policy::error;
+  gradd::reset();
+  gradd::enable_guard on{policy};
+  for (int run = 0; run < 2; ++run)  // the verdict is cached; the policy still applies
+    CHECK_THROWS_WITH(step(), Catch::Contains("cannot serve this backward: nested_tensor"));
+}
