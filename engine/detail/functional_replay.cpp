@@ -10,6 +10,7 @@
 
 #include "engine/detail/functional_graph.hpp"
 #include "engine/detail/functional_steps.hpp"
+#include "engine/detail/stock_steps.hpp"
 
 #include <ATen/ThreadLocalState.h>
 #include <ATen/core/NamedTensor.h>

@@ -49,12 +49,4 @@ variable_list copy_slices_epilogue(const std::vector<bool>& needs_input_grad,
   return grads;
 }
 
-void validate_node_outputs(torch::autograd::Node& fn, variable_list& grads) {
-  torch::autograd::validate_outputs(fn.next_edges(), grads, [&](const std::string& msg) {
-    std::ostringstream out;
-    out << "Function " << fn.name() << " returned an " << msg;
-    return out.str();
-  });
-}
-
 } // namespace gradd::engine::detail

@@ -4,11 +4,11 @@
 // that functional capture runs and replay runs again.
 //
 // A node's functional backward is only part of what the stock engine does
-// for it: AccumulateGrad's update of `.grad`, CopySlices' work before and
-// after its inner function, and the output check after every node. Capture
+// for it: AccumulateGrad's update of `.grad` and CopySlices' work before and
+// after its inner function (the output check is in stock_steps.hpp). Capture
 // performs each step while it records it, replay performs it from the
 // recording; both call the same function, so both do what the stock engine
-// does, bit for bit. The plan runner shares the output check.
+// does, bit for bit.
 
 #include <ATen/TensorGeometry.h>
 #include <ATen/core/Tensor.h>
@@ -36,10 +36,5 @@ torch::autograd::variable_list copy_slices_epilogue(const std::vector<bool>& nee
                                                     const at::Tensor& result,
                                                     const torch::autograd::variable_list& inner,
                                                     const at::Tensor& slice);
-
-/// The stock engine's output check of node `fn` (shape, dtype, device of
-/// each gradient against its edge), with the stock engine's message; may
-/// replace gradients in `grads`.
-void validate_node_outputs(torch::autograd::Node& fn, torch::autograd::variable_list& grads);
 
 } // namespace gradd::engine::detail

@@ -10,8 +10,7 @@
 
 #include "engine/detail/plan_runner.hpp"
 
-#include "engine/detail/functional_steps.hpp"
-#include "engine/detail/ready_events.hpp"
+#include "engine/detail/stock_steps.hpp"
 
 #include <c10/core/StreamGuard.h>
 #include <torch/csrc/autograd/function.h>

@@ -1,7 +1,9 @@
 #pragma once
 
-// The cross-stream wait before a node runs, shared by every path that calls
-// nodes itself.
+// The stock engine's steps around a node call that gradd repeats wherever it
+// calls nodes itself (plans, functional capture): the cross-stream wait
+// before the call and the output check after it. libtorch keeps both inside
+// engine.cpp; these restate them.
 //
 // InputBuffer::add records, for each gradient produced on an accelerator
 // stream other than the consumer's, an event on the producer's stream. Before
@@ -9,11 +11,13 @@
 // Engine::evaluate_function does; gradients on the CPU need no wait.
 
 #include <c10/core/Stream.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <optional>
 
 namespace torch::autograd {
 struct InputBuffer;
+struct Node;
 }
 
 namespace gradd::engine::detail {
@@ -22,5 +26,10 @@ namespace gradd::engine::detail {
 /// gradients of `inputs` that arrived on other accelerator streams.
 void wait_for_ready_events(const torch::autograd::InputBuffer& inputs,
                            const std::optional<c10::Stream>& stream);
+
+/// The stock engine's output check of node `fn` (shape, dtype, device of
+/// each gradient against its edge), with the stock engine's message; may
+/// replace gradients in `grads`.
+void validate_node_outputs(torch::autograd::Node& fn, torch::autograd::variable_list& grads);
 
 } // namespace gradd::engine::detail

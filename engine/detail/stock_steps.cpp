@@ -1,14 +1,19 @@
-// The cross-stream wait before a node runs (see ready_events.hpp).
+// The stock engine's steps around a node call (see stock_steps.hpp).
 //
-// A straight copy of the loop in Engine::evaluate_function: every defined
+// The wait restates the loop in Engine::evaluate_function: every defined
 // accelerator gradient has a ready stream, and one that differs from the
-// node's stream has a ready event to wait on.
+// node's stream has a ready event to wait on. The output check calls
+// libtorch's validate_outputs with call_function's message.
 
-#include "engine/detail/ready_events.hpp"
+#include "engine/detail/stock_steps.hpp"
 
 #include <ATen/DeviceAccelerator.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/input_buffer.h>
+
+#include <sstream>
 
 namespace gradd::engine::detail {
 
@@ -26,6 +31,14 @@ void wait_for_ready_events(const torch::autograd::InputBuffer& inputs,
       stream->wait(*ready_event);
     }
   }
+}
+
+void validate_node_outputs(torch::autograd::Node& fn, torch::autograd::variable_list& grads) {
+  torch::autograd::validate_outputs(fn.next_edges(), grads, [&](const std::string& msg) {
+    std::ostringstream out;
+    out << "Function " << fn.name() << " returned an " << msg;
+    return out.str();
+  });
 }
 
 } // namespace gradd::engine::detail
