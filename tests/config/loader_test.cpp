@@ -51,6 +51,9 @@ fallback:
   force_eager: true
 nan_check:
   enabled: true
+passes:
+  pipeline: dce,remove_unused_sizes
+  gradient_ready: true
 logging:
   level: debug
   ir_dump_dir: /tmp/gradd-ir
@@ -65,6 +68,8 @@ logging:
   CHECK(s.fallback.on_unsupported == gradd::unsupported_policy::error);
   CHECK(s.fallback.force_eager);
   CHECK(s.nan_check.enabled);
+  CHECK(s.passes.pipeline == "dce,remove_unused_sizes");
+  CHECK(s.passes.gradient_ready);
   CHECK(s.logging.level == gradd::log_level::debug);
   CHECK(s.logging.ir_dump_dir == "/tmp/gradd-ir");
 }
@@ -89,6 +94,9 @@ TEST_CASE("a bad policy names file, line and key", "[config]") {
       {"fallback:\n  on_unsupported: ignore\n", 2, "fallback.on_unsupported", "eager, error"},
       {"fallback:\n  force_eager: yes\n", 2, "fallback.force_eager", "expected true or false"},
       {"nan_check:\n  enabled: 1\n", 2, "nan_check.enabled", "expected true or false"},
+      {"passes:\n  pipeline: dce,fuse_all\n", 2, "passes.pipeline",
+       "unknown pass 'fuse_all' (known: delay_unpack_hook_nodes"},
+      {"passes:\n  gradient_ready: maybe\n", 2, "passes.gradient_ready", "expected true or false"},
       {"logging:\n  level: loud\n", 2, "logging.level", "error, warning, info, debug"},
       {"logging:\n  ir_dump_dir: [a, b]\n", 2, "logging.ir_dump_dir", "expected a string"},
       {"compile:\n  mode: sync\n  speed: 3\n", 3, "compile.speed", "unknown key (known in compile: mode, threads"},
