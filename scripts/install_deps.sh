@@ -20,5 +20,8 @@ fi
 python=${PYTHON:-python3}
 if ! "$python" -c 'import torch, sys; sys.exit(0 if torch.__version__.startswith("2.11.0") else 1)' 2>/dev/null; then
   echo "gradd: installing torch==2.11.0 from PyPI"
-  "$python" -m pip install --quiet torch==2.11.0
+  # A Debian-managed Python refuses plain pip installs (PEP 668): fall back
+  # to the user's site-packages there.
+  "$python" -m pip install --quiet torch==2.11.0 \
+    || "$python" -m pip install --quiet --user --break-system-packages torch==2.11.0
 fi
