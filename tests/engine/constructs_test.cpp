@@ -149,6 +149,16 @@ void grad_with_inputs(torch::Device device, torch::Dtype dtype) {
   CHECK(s.plan_backwards == 2);
 }
 
+void grad_of_an_unused_input(torch::Device device, torch::Dtype dtype) {
+  leaves p(device, dtype, {{4}, {4}, {3}});
+  auto s = check_against_stock(p.tensors, [&] {
+    auto y = (p[0] * p[1]).sum();
+    // p[2] is not in the graph: its gradient is undefined (allow_unused).
+    return torch::autograd::grad({y}, {p[0], p[2]}, {}, std::nullopt, false, true);
+  });
+  CHECK(s.plan_backwards == 2);
+}
+
 void backward_with_inputs(torch::Device device, torch::Dtype dtype) {
   leaves p(device, dtype, {{4, 4}, {4}});
   auto s = check_against_stock(p.tensors, [&] {
@@ -193,6 +203,7 @@ const std::vector<std::pair<const char*, case_fn>>& cases() {
       {"tensor hooks and retain_grad", tensor_hooks_and_retain_grad},
       {"final callbacks in order", final_callbacks},
       {"autograd::grad with inputs", grad_with_inputs},
+      {"autograd::grad of an unused input", grad_of_an_unused_input},
       {"backward with inputs", backward_with_inputs},
       {"several roots", several_roots},
       {"retain_graph true then false", retain_graph},
