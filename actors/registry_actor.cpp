@@ -22,6 +22,7 @@ registry_actor::behavior_type registry_stage(registry_actor::stateful_pointer<re
                            .count();
         bool in_time = elapsed <= config.compile.timeout_ms;
         if (result.ok && in_time) {
+          auto summary = compiler::to_string(result.plan);
           auto compiled = std::make_shared<engine::detail::compiled_graph>();
           compiled->ir = std::move(result.ir);
           compiled->plan = std::move(result.plan);
@@ -29,7 +30,7 @@ registry_actor::behavior_type registry_stage(registry_actor::stateful_pointer<re
                                   config.cache.max_plans);
           log(config.logging.level, log_level::info,
               "graph " + std::to_string(result.graph_id) + " compiled in "
-                  + std::to_string(elapsed) + " ms");
+                  + std::to_string(elapsed) + " ms: " + summary);
         } else {
           auto why = result.ok ? "took " + std::to_string(elapsed) + " ms, over compile.timeout_ms"
                                : result.error;
