@@ -26,7 +26,7 @@ bool any_plan(const graph_record&) {
 
 } // namespace
 
-TEST_CASE("a key is claimed once while it compiles", "[actors][plan_table]") {
+TEST_CASE("a key is claimed once while it compiles", "[engine][plan_table]") {
   plan_table table;
   auto first = table.claim(key_of(1));
   REQUIRE(first);
@@ -38,7 +38,7 @@ TEST_CASE("a key is claimed once while it compiles", "[actors][plan_table]") {
   CHECK(table.plans() == 1);
 }
 
-TEST_CASE("a failed key waits for its retry time", "[actors][plan_table]") {
+TEST_CASE("a failed key waits for its retry time", "[engine][plan_table]") {
   plan_table table;
   auto r = table.claim(key_of(2));
   table.fail(*r, gradd::fallback_reason::compile_error, clock_type::now() + std::chrono::hours(1));
@@ -52,7 +52,7 @@ TEST_CASE("a failed key waits for its retry time", "[actors][plan_table]") {
 }
 
 TEST_CASE("eviction drops the least recently used plan, never a running one",
-          "[actors][plan_table]") {
+          "[engine][plan_table]") {
   plan_table table;
   std::vector<std::shared_ptr<graph_record>> r;
   for (uint64_t k = 0; k < 3; ++k) {
@@ -69,7 +69,7 @@ TEST_CASE("eviction drops the least recently used plan, never a running one",
   CHECK(table.find(key_of(10), any_plan).ready);
 }
 
-TEST_CASE("pending records are dropped when the pipeline stops", "[actors][plan_table]") {
+TEST_CASE("pending records are dropped when the pipeline stops", "[engine][plan_table]") {
   plan_table table;
   auto r = table.claim(key_of(20));
   table.drop_pending();
