@@ -53,7 +53,7 @@ TEST_CASE("a new graph runs on the stock engine while its plan compiles", "[acto
   variable_depth model(3);
   auto expected = model.stock_step(3);
   gradd::reset();
-  gradd::enable_guard on{async_settings(300)};
+  gradd::enable_guard on{async_settings(1000)};
   require_bitwise_equal(expected, model.step(3));  // miss: eager now
   require_bitwise_equal(expected, model.step(3));  // still compiling: eager
   REQUIRE(gradd::wait_for_compiles());
@@ -68,7 +68,7 @@ TEST_CASE("a new graph runs on the stock engine while its plan compiles", "[acto
   CHECK(graphs[0].pending_backwards == 2);
   CHECK(graphs[0].hits == 1);
   CHECK(graphs[0].compiles == 1);
-  CHECK(graphs[0].compile_ms >= 300);
+  CHECK(graphs[0].compile_ms >= 1000);
 }
 
 TEST_CASE("sync mode serves the first backward with its plan", "[actors]") {
@@ -88,7 +88,7 @@ TEST_CASE("concurrent misses of one structure compile once", "[actors]") {
     models.emplace_back(3);
   auto expected = models[0].stock_step(3);
   gradd::reset();
-  gradd::enable_guard on{async_settings(200)};
+  gradd::enable_guard on{async_settings(1000)};
   std::barrier start(threads);
   std::vector<std::thread> workers;
   std::vector<std::vector<Tensor>> results(threads);
