@@ -101,7 +101,7 @@ struct op {
   std::vector<value_id> args;
   std::vector<value_id> results;
   tensor_meta meta{{}, {}, {}, false};  ///< graph_input: the lifted value, where known
-  uint32_t id = 0;                  ///< stable name for passes that move ops (number_ops)
+  uint32_t id = 0;                  ///< stable name that survives passes moving ops (number_ops)
   friend bool operator==(const op&, const op&) = default;
 };
 

@@ -12,6 +12,20 @@
 
 namespace gradd::compiler {
 
+namespace {
+
+bool has_unique_op_ids(const graph& g) {
+  std::vector<bool> seen(g.ops.size(), false);
+  for (const auto& o : g.ops) {
+    if (o.id >= seen.size() || seen[o.id])
+      return false;
+    seen[o.id] = true;
+  }
+  return true;
+}
+
+} // namespace
+
 pass_manager::pass_manager(const std::string& pipeline) {
   auto text = pipeline == "default" ? default_pipeline() : pipeline;
   std::stringstream in(text);
@@ -28,7 +42,10 @@ pass_manager::pass_manager(const std::string& pipeline) {
 }
 
 void pass_manager::run(graph& g, const std::string& dump_prefix) {
-  g.number_ops();
+  // Passes find the ops they move by id. Ids given earlier are kept: others
+  // (functional replay) look ops up by them.
+  if (!has_unique_op_ids(g))
+    g.number_ops();
   analysis_manager analyses(g);
   dump(g, dump_prefix, 0, "capture");
   for (size_t i = 0; i < passes_.size(); ++i) {

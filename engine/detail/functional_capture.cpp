@@ -14,6 +14,7 @@
 #include "compiler/exec_info.hpp"
 #include "compiler/stock_order.hpp"
 #include "engine/detail/functional_graph.hpp"
+#include "engine/detail/functional_passes.hpp"
 #include "engine/detail/functional_recorder.hpp"
 #include "engine/detail/functional_steps.hpp"
 #include "engine/detail/stock_steps.hpp"
@@ -190,20 +191,6 @@ class capture_run {
   std::vector<value_id> captured_values_;
 };
 
-/// Records each value's last reader, so replay can drop it right after.
-std::vector<uint32_t> last_uses(const compiler::graph& ir) {
-  std::vector<uint32_t> last(ir.num_values, 0);
-  for (uint32_t i = 0; i < ir.ops.size(); ++i) {
-    for (value_id v : ir.ops[i].results)
-      if (v != no_value)
-        last[v] = i;
-    for (value_id v : ir.ops[i].args)
-      if (v != no_value)
-        last[v] = i;
-  }
-  return last;
-}
-
 } // namespace
 
 functional_recording capture_functional(const std::shared_ptr<Node>& graph_root,
@@ -248,7 +235,8 @@ functional_recording capture_functional(const std::shared_ptr<Node>& graph_root,
   auto out = make_op(op_kind::output);
   out.args = run.captured_values();
   session.emit(std::move(out));
-  rec.last_use = last_uses(rec.ir);
+  rec.ir.number_ops();  // payloads are indexed by op id
+  refresh_last_uses(rec);
   rec.gradients = std::move(run.captured());
 
   // Capture succeeded: now what the stock engine would have left behind.

@@ -82,7 +82,9 @@ void capture_session::add_lifted(const std::vector<at::Tensor>& lifted) {
   for (uint32_t i = 0; i < lifted.size(); ++i) {
     lifted_.emplace(lifted[i].unsafeGetTensorImpl(), i);
     auto o = make_op(op_kind::graph_input, i);
-    o.results.push_back(define(lifted[i]));
+    const auto& t = lifted[i];
+    o.meta = {t.sizes().vec(), std::string(t.dtype().name()), t.device().str(), true};
+    o.results.push_back(define(t));
     emit(std::move(o));
   }
 }

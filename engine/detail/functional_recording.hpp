@@ -71,12 +71,12 @@ struct op_payload {
 /// the same ones.
 struct functional_recording {
   compiler::graph ir;
-  std::vector<op_payload> payloads;    ///< one per op of `ir.ops`
+  std::vector<op_payload> payloads;    ///< per op, by its id (ops keep ids through passes)
   std::vector<std::string> node_keys;  ///< per node: its name and specialization key
   std::vector<int64_t> sizes;          ///< lifted sizes, in lifting order
   std::vector<c10::IValue> scalars;    ///< lifted scalars, in lifting order
   uint32_t num_lifted = 0;             ///< lifted tensors
-  std::vector<uint32_t> last_use;      ///< per value: the last op that reads (or defines) it
+  std::vector<uint32_t> last_use;      ///< per value: position of the last op reading (or defining) it
   std::vector<uint32_t> leaf_nodes;    ///< nodes whose stream the caller syncs with at the end
   /// What the captured backward returned: the `autograd::grad` results, or
   /// nothing for `backward()` (whose results went to `.grad`).

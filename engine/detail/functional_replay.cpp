@@ -69,7 +69,7 @@ variable_list interpret(const functional_recording& rec, const functional_graph&
   variable_list results;
   for (uint32_t i = 0; i < ops.size(); ++i) {
     const auto& o = ops[i];
-    const auto& payload = rec.payloads[i];
+    const auto& payload = rec.payloads.at(o.id);
     Node* node = o.node != compiler::no_node ? &g.node(o.node) : nullptr;
     auto stream = node ? node->stream() : std::nullopt;
     c10::OptionalStreamGuard stream_guard{stream};

@@ -7,6 +7,7 @@
 // where there is one, on CUDA.
 
 #include "engine/detail/functional_capture.hpp"
+#include "engine/detail/functional_passes.hpp"
 #include "engine/detail/functional_registry.hpp"
 #include "engine/detail/functional_replay.hpp"
 #include "compiler/pass_manager.hpp"
@@ -231,6 +232,10 @@ void check_backward(const model& m, const std::vector<std::string>& expected_fun
 
   auto stock_second = backward_matches_stock(m, m.make_batch(2, 8), &replay_hook, no_grads);
   REQUIRE_FALSE(torch::equal(stock_first[0], stock_second[0]));
+
+  // The program after the pass pipeline still gives the stock engine's gradients.
+  detail::run_passes(*recording, "default,gradient_ready_schedule");
+  backward_matches_stock(m, m.make_batch(3, 8), &replay_hook, no_grads);
 }
 
 /// autograd::grad() with the parameters as inputs: results, not `.grad`.
@@ -244,6 +249,8 @@ void check_grad(const model& m) {
     CHECK_FALSE(p.grad().defined());
 
   grad_matches_stock(m, m.make_batch(2, 8), &replay_hook);
+  detail::run_passes(*recording, "default,gradient_ready_schedule");
+  grad_matches_stock(m, m.make_batch(3, 8), &replay_hook);
 }
 
 /// backward() into `.grad` that already holds gradients (in-place sums).

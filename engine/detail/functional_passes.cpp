@@ -1,0 +1,28 @@
+// Graph passes over a functional recording (see functional_passes.hpp).
+
+#include "engine/detail/functional_passes.hpp"
+
+#include "compiler/pass_manager.hpp"
+
+namespace gradd::engine::detail {
+
+void refresh_last_uses(functional_recording& rec) {
+  const auto& ir = rec.ir;
+  rec.last_use.assign(ir.num_values, 0);
+  for (uint32_t i = 0; i < ir.ops.size(); ++i) {
+    for (auto v : ir.ops[i].results)
+      if (v != compiler::no_value)
+        rec.last_use[v] = i;
+    for (auto v : ir.ops[i].args)
+      if (v != compiler::no_value)
+        rec.last_use[v] = i;
+  }
+}
+
+void run_passes(functional_recording& rec, const std::string& pipeline) {
+  compiler::pass_manager passes(pipeline);
+  passes.run(rec.ir, "functional");
+  refresh_last_uses(rec);
+}
+
+} // namespace gradd::engine::detail
