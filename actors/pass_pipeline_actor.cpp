@@ -5,9 +5,9 @@
 
 #include "actors/pass_pipeline_actor.hpp"
 
-#include <caf/all.hpp>
-
 #include "compiler/pass_manager.hpp"
+
+#include <caf/all.hpp>
 
 namespace gradd::actors {
 

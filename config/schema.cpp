@@ -147,4 +147,6 @@ const std::vector<key_spec>& schema() {
   return table;
 }
 
+#undef GRADD_FIELD
+
 } // namespace gradd::config
