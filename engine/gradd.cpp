@@ -2,10 +2,8 @@
 
 #include "engine/gradd.hpp"
 
-#include "engine/detail/backward_hook.hpp"
+#include "engine/detail/entry_gate.hpp"
 #include "engine/detail/engine_state.hpp"
-
-#include <torch/csrc/autograd/engine.h>
 
 #include <cstdlib>
 #include <mutex>
@@ -56,7 +54,7 @@ void enable(const settings& config) {
   static bool stop_at_exit = (std::atexit([] { engine_state::instance().stop(); }), true);
   (void)stop_at_exit;
   engine_state::instance().start(config);
-  torch::autograd::Engine::set_compiled_autograd(&engine::detail::serve_backward);
+  engine::detail::switch_hook(true);
   enabled = true;
 }
 
@@ -66,7 +64,7 @@ void enable(const std::string& config_path) {
 
 void disable() {
   std::lock_guard lock(switch_mutex);
-  torch::autograd::Engine::set_compiled_autograd(nullptr);
+  engine::detail::switch_hook(false);
   enabled = false;
   engine_state::instance().stop();
 }
@@ -117,7 +115,7 @@ disable_guard::disable_guard() : was_enabled_(is_enabled()) {
   // A scope, not a shutdown: the hook goes, the pipeline stays for the
   // enabled state this scope returns to.
   std::lock_guard lock(switch_mutex);
-  torch::autograd::Engine::set_compiled_autograd(nullptr);
+  engine::detail::switch_hook(false);
   enabled = false;
 }
 
@@ -125,7 +123,7 @@ disable_guard::~disable_guard() {
   if (!was_enabled_)
     return;
   std::lock_guard lock(switch_mutex);
-  torch::autograd::Engine::set_compiled_autograd(&engine::detail::serve_backward);
+  engine::detail::switch_hook(true);
   enabled = true;
 }
 

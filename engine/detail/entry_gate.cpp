@@ -2,6 +2,7 @@
 
 #include "engine/detail/entry_gate.hpp"
 
+#include "engine/detail/backward_hook.hpp"
 #include "engine/gradd.hpp"
 
 #include <torch/csrc/autograd/engine.h>
@@ -68,6 +69,11 @@ void install_entry_gate() {
     return true;
   }();
   (void)installed;
+}
+
+void switch_hook(bool on) {
+  std::lock_guard hold(gate);
+  torch::autograd::Engine::set_compiled_autograd(on ? &serve_backward : nullptr);
 }
 
 void pass_entry_gate() noexcept {

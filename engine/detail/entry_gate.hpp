@@ -25,4 +25,9 @@ void install_entry_gate();
 /// Called by gradd's hook as it starts: lets the next thread in.
 void pass_entry_gate() noexcept;
 
+/// Installs gradd's hook (`on`) or removes it, through the gate: libtorch's
+/// switch refuses, and leaves autograd unusable, when a thread is inside the
+/// window the gate guards.
+void switch_hook(bool on);
+
 } // namespace gradd::engine::detail
