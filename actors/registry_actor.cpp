@@ -13,6 +13,7 @@ registry_actor::behavior_type registry_stage(registry_actor::stateful_pointer<re
                                              stage_context* context) {
   return {
     [context](compile_result& result) {
+      context->finished.fetch_add(1);
       auto& config = context->config;
       auto record = context->table->record(result.graph_id);
       if (record) {

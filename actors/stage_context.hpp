@@ -34,9 +34,10 @@ struct stage_context {
     arena->enqueue(std::move(work));
   }
 
-  /// Called by the registry when a job has settled.
+  /// Called by the registry when a job has settled. The registry counts it
+  /// as finished before publishing, so that statistics are current by the
+  /// time a waiting backward wakes.
   void job_settled() {
-    finished.fetch_add(1);
     if (in_flight.fetch_sub(1) == 1) {
       std::lock_guard lock(idle_mutex);
       idle.notify_all();
