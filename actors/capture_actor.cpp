@@ -19,10 +19,8 @@ capture_actor::behavior_type capture_stage(capture_actor::stateful_pointer<captu
           compiler::lower_to_node_ops(shared->ir);
           caf::anon_send(passes, pass_job{shared->graph_id, std::move(shared->ir)});
         } catch (const std::exception& e) {
-          compile_result failed;
-          failed.graph_id = shared->graph_id;
-          failed.error = std::string("capture stage: ") + e.what();
-          caf::anon_send(registry, std::move(failed));
+          caf::anon_send(registry,
+                         compile_result::failure(shared->graph_id, "capture stage", e.what()));
         }
       });
     },

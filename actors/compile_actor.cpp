@@ -30,21 +30,18 @@ compile_actor::behavior_type compile_stage(compile_actor::stateful_pointer<compi
     [context, registry](compile_job& job) {
       auto shared = std::make_shared<compile_job>(std::move(job));
       context->run_on_arena([context, registry, shared] {
-        compile_result result;
-        result.graph_id = shared->graph_id;
-        auto start = std::chrono::steady_clock::now();
         delay(*context);
         try {
+          compile_result result;
+          result.graph_id = shared->graph_id;
           result.plan = compiler::build_plan(shared->ir);
           result.ir = std::move(shared->ir);
           result.ok = true;
+          caf::anon_send(registry, std::move(result));
         } catch (const std::exception& e) {
-          result.error = std::string("compile stage: ") + e.what();
+          caf::anon_send(registry,
+                         compile_result::failure(shared->graph_id, "compile stage", e.what()));
         }
-        result.compile_ms = std::chrono::duration<double, std::milli>(
-                                std::chrono::steady_clock::now() - start)
-                                .count();
-        caf::anon_send(registry, std::move(result));
       });
     },
   };

@@ -34,8 +34,15 @@ struct compile_result {
   bool ok = false;
   compiler::graph ir;
   compiler::plan plan;
-  double compile_ms = 0;
   std::string error;  ///< why it failed, naming the stage
+
+  /// A failed result for graph `id`: `stage` and what went wrong.
+  static compile_result failure(uint64_t id, const std::string& stage, const char* what) {
+    compile_result r;
+    r.graph_id = id;
+    r.error = stage + ": " + what;
+    return r;
+  }
 };
 
 template <class Inspector>
@@ -56,7 +63,7 @@ typename Inspector::result_type inspect(Inspector& f, compile_job& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, compile_result& x) {
   return f(caf::meta::type_name("gradd.compile_result"), x.graph_id, x.ok, x.ir, x.plan,
-           x.compile_ms, x.error);
+           x.error);
 }
 
 } // namespace gradd::actors

@@ -28,10 +28,8 @@ pass_pipeline_actor::behavior_type pass_pipeline_stage(
           passes.run(shared->ir, "graph_" + std::to_string(shared->graph_id));
           caf::anon_send(compile, compile_job{shared->graph_id, std::move(shared->ir)});
         } catch (const std::exception& e) {
-          compile_result failed;
-          failed.graph_id = shared->graph_id;
-          failed.error = std::string("pass pipeline: ") + e.what();
-          caf::anon_send(registry, std::move(failed));
+          caf::anon_send(registry,
+                         compile_result::failure(shared->graph_id, "pass pipeline", e.what()));
         }
       });
     },

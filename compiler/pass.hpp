@@ -26,6 +26,11 @@ public:
   const std::string& statistic() const noexcept { return statistic_; }
 
 protected:
+  /// Sets the statistic to "moved <count> <what>", or clears it for 0.
+  void count_moved(size_t count, const std::string& what = "ops") {
+    statistic_ = count > 0 ? "moved " + std::to_string(count) + " " + what : "";
+  }
+
   std::string statistic_;
 };
 

@@ -104,7 +104,7 @@ public:
     size_t moved = 0;
     for (uint32_t k = 0; k < order.size(); ++k)
       moved += order[k] != k ? 1 : 0;
-    statistic_ = moved > 0 ? "moved " + std::to_string(moved) + " node blocks" : "";
+    count_moved(moved, "node blocks");
     if (moved == 0)
       return false;
     std::vector<op> ops(std::make_move_iterator(g.ops.begin()),

@@ -6,14 +6,6 @@
 
 namespace gradd::compiler::passes {
 
-namespace {
-
-std::string moved_ops(size_t moved) {
-  return moved > 0 ? "moved " + std::to_string(moved) + " ops" : "";
-}
-
-} // namespace
-
 bool move_after_input_pass::run(graph& g, analysis_manager& analyses) {
   statistic_.clear();
   if (is_node_level(g))
@@ -29,7 +21,7 @@ bool move_after_input_pass::run(graph& g, analysis_manager& analyses) {
     analyses.invalidate();
     ++moved;
   }
-  statistic_ = moved_ops(moved);
+  count_moved(moved);
   return moved > 0;
 }
 
@@ -50,7 +42,7 @@ bool move_before_user_pass::run(graph& g, analysis_manager& analyses) {
     analyses.invalidate();
     ++moved;
   }
-  statistic_ = moved_ops(moved);
+  count_moved(moved);
   return moved > 0;
 }
 

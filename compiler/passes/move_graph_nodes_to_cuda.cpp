@@ -50,7 +50,7 @@ public:
         }
       }
     }
-    statistic_ = moved > 0 ? "moved " + std::to_string(moved) + " inputs to " + cuda_device : "";
+    count_moved(moved, "inputs to " + cuda_device);
     return moved > 0;
   }
 };

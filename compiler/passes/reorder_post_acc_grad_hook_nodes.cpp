@@ -40,7 +40,7 @@ public:
       moved += g.ops[i].id != order_before[i] ? 1 : 0;
     if (moved > 0)
       analyses.invalidate();
-    statistic_ = moved > 0 ? "moved " + std::to_string(moved) + " ops" : "";
+    count_moved(moved);
     return moved > 0;
   }
 };

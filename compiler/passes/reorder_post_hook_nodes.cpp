@@ -51,7 +51,7 @@ public:
       analyses.invalidate();
       ++moved;
     }
-    statistic_ = moved > 0 ? "moved " + std::to_string(moved) + " ops" : "";
+    count_moved(moved);
     return moved > 0;
   }
 };

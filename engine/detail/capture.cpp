@@ -86,13 +86,6 @@ capture_result capture_graph(const graph_walk& walk, const torch::autograd::Grap
   for (uint32_t i = 0; i < walk.nodes.size(); ++i)
     index.emplace(walk.nodes[i], i);
 
-  uint64_t min_topo_nr = 0;
-  if (!outputs.empty()) {
-    min_topo_nr = UINT64_MAX;
-    for (const auto& e : outputs)
-      min_topo_nr = std::min(min_topo_nr, e.function->topological_nr());
-  }
-
   g.nodes.resize(walk.nodes.size());
   for (uint32_t i = 0; i < walk.nodes.size(); ++i) {
     Node& n = *walk.nodes[i];
@@ -117,7 +110,7 @@ capture_result capture_graph(const graph_walk& walk, const torch::autograd::Grap
       result.eager_reason = fallback_reason::python_node;
     else if (has_python_hook(n))
       result.eager_reason = fallback_reason::python_hook;
-    if (n.topological_nr() < min_topo_nr)
+    if (n.topological_nr() < walk.min_topological_nr)
       continue; // not expanded, as in the stock engine
     for (const auto& e : n.next_edges()) {
       if (!e.function) {

@@ -141,6 +141,7 @@ void walk_graph(Node& root, const std::vector<torch::autograd::Edge>& outputs, b
     for (const auto& e : outputs)
       min_topo_nr = std::min(min_topo_nr, e.function->topological_nr());
   }
+  out.min_topological_nr = min_topo_nr;
   words.push_back(uint64_t{keep_graph} | uint64_t{accumulate_grad} << 1
                   | uint64_t{outputs.size()} << 2);
 

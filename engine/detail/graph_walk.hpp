@@ -25,6 +25,8 @@ struct graph_walk {
   std::vector<torch::autograd::Node*> nodes;
   /// Node index of each output edge's function, or UINT32_MAX if unreached.
   std::vector<uint32_t> output_nodes;
+  /// Nodes below this topological number are listed but not expanded.
+  uint64_t min_topological_nr = 0;
   structural_key key;
 };
 

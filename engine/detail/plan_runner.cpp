@@ -71,9 +71,9 @@ variable_list call_node(Node& fn, variable_list inputs, bool keep_graph) {
 void take_captures(const compiler::plan& p, const compiler::plan_step& step, Node& fn,
                    InputBuffer& inputs, const std::optional<c10::Stream>& stream,
                    torch::autograd::GraphTask& task) {
-  variable_list captured = inputs.buffer;
-  if (!step.runs)
-    captured = call_tensor_pre_hooks(fn, std::move(inputs.buffer));
+  // A node that runs is captured before its tensor pre-hooks (they run in
+  // call_node), one that only captures after them, as in evaluate_function.
+  auto captured = step.runs ? inputs.buffer : call_tensor_pre_hooks(fn, std::move(inputs.buffer));
   for (uint32_t c = 0; c < step.capture_count; ++c) {
     const auto& capture = p.captures[step.first_capture + c];
     task.captured_vars_[capture.output_index] = captured[capture.input_nr];
