@@ -6,7 +6,7 @@ GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Uni
 LAUNCHER := $(shell command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: deps configure build demo test bench clean
+.PHONY: deps configure build demo test consumer bench clean
 
 deps:
 	@scripts/install_deps.sh
@@ -23,6 +23,18 @@ demo: build
 
 test: build
 	$(BUILD)/gradd_tests --reporter console
+	@$(MAKE) --no-print-directory consumer
+
+# gradd as a user's project sees it: install into a fresh staging prefix,
+# build examples/consumer against the installed package, run it.
+consumer: configure
+	@cmake --build $(BUILD) -j $$(nproc) --target gradd
+	@rm -rf $(BUILD)/install
+	@cmake --install $(BUILD) --prefix $(abspath $(BUILD))/install >/dev/null
+	@cmake -S examples/consumer -B $(BUILD)/consumer -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=Release \
+	  $(LAUNCHER) -DCMAKE_PREFIX_PATH=$(abspath $(BUILD))/install >/dev/null
+	@cmake --build $(BUILD)/consumer
+	$(BUILD)/consumer/gradd_consumer
 
 bench: build
 	$(BUILD)/gradd-bench --model deep-mlp --device cpu --mode both

@@ -4,12 +4,18 @@
 # for the cu130 wheel even for CPU-only code; gradd only needs the headers and
 # the shared libraries, so it imports them directly. libtorch_cuda is linked
 # (without --as-needed) when present so CUDA tensors work in gradd's programs.
-find_package(Python3 REQUIRED COMPONENTS Interpreter)
-execute_process(
-  COMMAND ${Python3_EXECUTABLE} -c "import os, torch; print(os.path.dirname(torch.__file__), end='')"
-  OUTPUT_VARIABLE LIBTORCH_DIR RESULT_VARIABLE _libtorch_rc ERROR_QUIET)
-if(NOT _libtorch_rc EQUAL 0)
-  set(LIBTORCH_DIR "")
+#
+# LIBTORCH_DIR, when set, names the torch package folder (include/ and lib/)
+# to use; otherwise the `torch` module of the Python found says where it is.
+# gradd's installed package sets it to the torch gradd was built with.
+if(NOT LIBTORCH_DIR)
+  find_package(Python3 REQUIRED COMPONENTS Interpreter)
+  execute_process(
+    COMMAND ${Python3_EXECUTABLE} -c "import os, torch; print(os.path.dirname(torch.__file__), end='')"
+    OUTPUT_VARIABLE LIBTORCH_DIR RESULT_VARIABLE _libtorch_rc ERROR_QUIET)
+  if(NOT _libtorch_rc EQUAL 0)
+    set(LIBTORCH_DIR "")
+  endif()
 endif()
 find_library(LIBTORCH_CPU_LIBRARY torch_cpu HINTS ${LIBTORCH_DIR}/lib NO_DEFAULT_PATH)
 find_library(LIBTORCH_LIBRARY torch HINTS ${LIBTORCH_DIR}/lib NO_DEFAULT_PATH)
