@@ -14,8 +14,9 @@ capture_actor::behavior_type capture_stage(capture_actor::stateful_pointer<captu
   return {
     [context, passes, registry](capture_job& job) {
       auto shared = std::make_shared<capture_job>(std::move(job));
-      context->run_on_arena([passes, registry, shared] {
+      context->run_on_arena([context, passes, registry, shared] {
         try {
+          context->check_interruption(shared->graph_id);
           compiler::lower_to_node_ops(shared->ir);
           caf::anon_send(passes, pass_job{shared->graph_id, std::move(shared->ir)});
         } catch (const std::exception& e) {

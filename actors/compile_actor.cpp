@@ -13,13 +13,15 @@ namespace gradd::actors {
 
 namespace {
 
-/// The test knob compile.delay_ms, cut short when the pipeline stops (the
-/// plan is still built: a stopping pipeline finishes what it started).
-void delay(const stage_context& context) {
+/// The test knob compile.delay_ms: a compile that takes this long, and
+/// stops as any compile does when interrupted (stage_context::interruption).
+void delay(const stage_context& context, uint64_t graph_id) {
   auto until = std::chrono::steady_clock::now()
                + std::chrono::milliseconds(context.config.compile.delay_ms);
-  while (!context.stopping.load() && std::chrono::steady_clock::now() < until)
+  while (std::chrono::steady_clock::now() < until) {
+    context.check_interruption(graph_id);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 } // namespace
@@ -30,8 +32,9 @@ compile_actor::behavior_type compile_stage(compile_actor::stateful_pointer<compi
     [context, registry](compile_job& job) {
       auto shared = std::make_shared<compile_job>(std::move(job));
       context->run_on_arena([context, registry, shared] {
-        delay(*context);
         try {
+          delay(*context, shared->graph_id);
+          context->check_interruption(shared->graph_id);
           compile_result result;
           result.graph_id = shared->graph_id;
           result.plan = compiler::build_plan(shared->ir);

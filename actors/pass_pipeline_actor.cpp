@@ -25,7 +25,8 @@ pass_pipeline_actor::behavior_type pass_pipeline_stage(
                                                ? ",gradient_ready_schedule"
                                                : ""));
           passes.dump_to(config.logging.ir_dump_dir);
-          passes.run(shared->ir, "graph_" + std::to_string(shared->graph_id));
+          passes.run(shared->ir, "graph_" + std::to_string(shared->graph_id),
+                     [&] { context->check_interruption(shared->graph_id); });
           caf::anon_send(compile, compile_job{shared->graph_id, std::move(shared->ir)});
         } catch (const std::exception& e) {
           caf::anon_send(registry,

@@ -1,9 +1,14 @@
-// The pipeline's lifecycle (CAF-0.17.md, section 1): one CAF worker with
-// moderate polling off (latency), a TBB arena sized by the policy, stages
-// spawned back to front so each knows the next. Stopping follows the order
-// that leaves nothing dangling: refuse new work, let in-flight graphs settle
-// (their TBB tasks finish before they message the registry), drop what is
-// still pending, then exit the actors and wait for them.
+// The pipeline's lifecycle (CAF-0.17.md, section 1).
+//
+// The actor system is the process's, created on first use and never
+// destroyed: ~actor_system hangs when it runs on another thread than the
+// one that created it, and at process exit it frees memory CAF's own statics
+// already released. Each pipeline spawns its stages into it, back to front
+// so each knows the next, with a TBB arena sized by the policy. Stopping
+// follows the order that leaves nothing dangling: refuse new work, interrupt
+// the graphs in flight and let them settle (their TBB tasks finish before
+// they message the registry), drop what is still pending, then exit the
+// stages and wait for them.
 
 #include "actors/pipeline.hpp"
 
@@ -13,6 +18,7 @@
 #include "actors/registry_actor.hpp"
 #include "actors/stage_context.hpp"
 #include "actors/type_ids.hpp"
+#include "config/log.hpp"
 
 #include <caf/all.hpp>
 #include <oneapi/tbb/global_control.h>
@@ -24,12 +30,15 @@ namespace gradd::actors {
 
 namespace {
 
-caf::actor_system_config make_config() {
-  caf::actor_system_config cfg;
-  cfg.set("scheduler.max-threads", 1);
-  cfg.set("work-stealing.moderate-poll-attempts", 0);
-  cfg.add_message_types<caf::id_block::gradd>();
-  return cfg;
+caf::actor_system& process_actor_system() {
+  static auto* system = [] {
+    auto* cfg = new caf::actor_system_config;
+    cfg->set("scheduler.max-threads", 1);
+    cfg->set("work-stealing.moderate-poll-attempts", 0);
+    cfg->add_message_types<caf::id_block::gradd>();
+    return new caf::actor_system(*cfg);
+  }();
+  return *system;
 }
 
 } // namespace
@@ -41,10 +50,11 @@ struct pipeline::impl {
                         ? std::make_optional<tbb::global_control>(
                             tbb::global_control::max_allowed_parallelism, arena_threads + 1)
                         : std::nullopt),
-        arena(arena_threads, 0), cfg(make_config()), system(cfg) {
+        arena(arena_threads, 0) {
     context.config = config;
     context.table = &table;
     context.arena = &arena;
+    auto& system = process_actor_system();
     registry = system.spawn(registry_stage, &context);
     compile = system.spawn(compile_stage, &context, registry);
     passes = system.spawn(pass_pipeline_stage, &context, compile, registry);
@@ -57,24 +67,28 @@ struct pipeline::impl {
   std::optional<tbb::global_control> parallelism;
   tbb::task_arena arena;
   stage_context context;
-  caf::actor_system_config cfg;
-  caf::actor_system system;
   registry_actor registry;
   compile_actor compile;
   pass_pipeline_actor passes;
   capture_actor capture;
+  /// Orders submit against stop: no job enters once stopping is set.
+  std::mutex intake_mutex;
+  std::mutex stop_mutex;
   bool stopped = false;
+  bool settled = true;
 };
 
 pipeline::pipeline(const settings& config, engine::detail::plan_table& table)
-    : impl_(std::make_unique<impl>(config, table)) {}
+    : impl_(new impl(config, table)) {}
 
 pipeline::~pipeline() {
-  stop();
+  if (stop())
+    delete impl_;
 }
 
 bool pipeline::submit(uint64_t graph_id, compiler::graph node_table) {
   auto& context = impl_->context;
+  std::lock_guard lock(impl_->intake_mutex);
   if (context.stopping.load())
     return false;
   context.in_flight.fetch_add(1);
@@ -96,23 +110,35 @@ uint64_t pipeline::finished() const noexcept {
   return impl_->context.finished.load();
 }
 
-void pipeline::stop() {
+bool pipeline::drain(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard lock(impl_->intake_mutex);
+    impl_->context.stopping = true;
+  }
+  return wait_idle(grace);
+}
+
+bool pipeline::stop(std::chrono::milliseconds grace) {
   auto& i = *impl_;
+  std::lock_guard stopping(i.stop_mutex);
   if (i.stopped)
-    return;
+    return i.settled;
   i.stopped = true;
-  i.context.stopping = true;
-  // Settling cannot hang: building a plan takes bounded time, and the test
-  // delay ends once stopping is set.
-  while (!wait_idle(std::chrono::seconds(1)))
-    ;
+  i.settled = drain(grace);
   i.context.table->drop_pending();
+  if (!i.settled) {
+    log(i.context.config.logging.level, log_level::warning,
+        std::to_string(in_flight()) + " compile(s) did not stop within "
+            + std::to_string(grace.count()) + " ms; abandoned");
+    return false;
+  }
   caf::anon_send_exit(i.capture, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(i.passes, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(i.compile, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(i.registry, caf::exit_reason::user_shutdown);
-  caf::scoped_actor self{i.system};
+  caf::scoped_actor self{process_actor_system()};
   self->wait_for(i.capture, i.passes, i.compile, i.registry);
+  return true;
 }
 
 } // namespace gradd::actors

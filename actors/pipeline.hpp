@@ -1,7 +1,7 @@
 #pragma once
 
-// gradd's compile pipeline: the actor system, its stages and their TBB
-// arena, behind an interface free of CAF and TBB.
+// gradd's compile pipeline: its stages (actors in the process's one CAF
+// actor system) and their TBB arena, behind an interface free of CAF and TBB.
 //
 //   backward (miss) --submit--> capture --> pass pipeline --> compile --> registry
 //                                  (each stage's work on the TBB arena)   |
@@ -24,8 +24,9 @@ namespace gradd::actors {
 
 class pipeline {
 public:
-  /// Starts the actor system (one CAF worker: the stages only pass messages)
-  /// and a TBB arena of compile.threads threads.
+  /// Spawns the stages in the process's actor system (started on first use,
+  /// one CAF worker: the stages only pass messages) and a TBB arena of
+  /// compile.threads threads.
   pipeline(const settings& config, engine::detail::plan_table& table);
 
   /// Stops, as stop().
@@ -40,6 +41,7 @@ public:
   bool submit(uint64_t graph_id, compiler::graph node_table);
 
   /// Waits until every submitted graph has settled, at most `timeout`.
+  /// Thread-safe.
   bool wait_idle(std::chrono::milliseconds timeout);
 
   /// Graphs submitted and not settled yet.
@@ -48,13 +50,20 @@ public:
   /// Graphs settled (ready or failed) since the pipeline started.
   uint64_t finished() const noexcept;
 
-  /// Stops intake, lets in-flight graphs settle (compiles finish, test
-  /// delays are cut short), then shuts the actors down. Idempotent.
-  void stop();
+  /// Stops intake and interrupts the compiles in flight (they settle as
+  /// failed at their next step); waits at most `grace` for them. Touches no
+  /// actor, so it is safe at process exit. Returns whether all settled.
+  bool drain(std::chrono::milliseconds grace);
+
+  /// Drains, then shuts the stages down. Compiles still running after
+  /// `grace` are abandoned: their tasks finish on their own, against state
+  /// that is never freed. Returns whether everything settled. Idempotent;
+  /// thread-safe.
+  bool stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
 
 private:
   struct impl;
-  std::unique_ptr<impl> impl_;
+  impl* impl_;  ///< owned; leaked instead of freed when a stop abandons work
 };
 
 } // namespace gradd::actors

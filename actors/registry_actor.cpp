@@ -16,7 +16,12 @@ registry_actor::behavior_type registry_stage(registry_actor::stateful_pointer<re
       context->finished.fetch_add(1);
       auto& config = context->config;
       auto record = context->table->record(result.graph_id);
-      if (record) {
+      if (record && !result.ok && context->stopping.load()) {
+        // Interrupted by a stop, not failed: compiled again when next seen.
+        context->table->drop(*record);
+        log(config.logging.level, log_level::debug,
+            "graph " + std::to_string(result.graph_id) + ": " + result.error);
+      } else if (record) {
         record->compiles.fetch_add(1);
         auto elapsed = std::chrono::duration<double, std::milli>(
                            std::chrono::steady_clock::now() - record->claimed_at)

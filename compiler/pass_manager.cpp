@@ -41,7 +41,8 @@ pass_manager::pass_manager(const std::string& pipeline) {
   }
 }
 
-void pass_manager::run(graph& g, const std::string& dump_prefix) {
+void pass_manager::run(graph& g, const std::string& dump_prefix,
+                       const std::function<void()>& checkpoint) {
   // Passes find the ops they move by id. Ids given earlier are kept: others
   // (functional replay) look ops up by them.
   if (!has_unique_op_ids(g))
@@ -49,6 +50,8 @@ void pass_manager::run(graph& g, const std::string& dump_prefix) {
   analysis_manager analyses(g);
   dump(g, dump_prefix, 0, "capture");
   for (size_t i = 0; i < passes_.size(); ++i) {
+    if (checkpoint)
+      checkpoint();
     auto& p = *passes_[i];
     if (p.run(g, analyses))
       analyses.invalidate();

@@ -2,6 +2,7 @@
 
 #include "compiler/pass.hpp"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,9 +25,12 @@ public:
   /// `<prefix>.0.capture.*` before the first) into `folder`; "" turns it off.
   void dump_to(std::string folder) { dump_folder_ = std::move(folder); }
 
-  /// Runs the passes over `g`. Throws std::invalid_argument naming the pass
-  /// and the op when a pass leaves the graph broken.
-  void run(graph& g, const std::string& dump_prefix = "graph");
+  /// Runs the passes over `g`, calling `checkpoint` (when set) before each
+  /// one: a caller stops a long pipeline by throwing from it. Throws
+  /// std::invalid_argument naming the pass and the op when a pass leaves the
+  /// graph broken.
+  void run(graph& g, const std::string& dump_prefix = "graph",
+           const std::function<void()>& checkpoint = {});
 
   /// The pipeline as text, e.g. "dce,remove_unused_sizes".
   std::string pipeline() const;

@@ -2,23 +2,21 @@
 
 #include "engine/gradd.hpp"
 
-#include "engine/detail/entry_gate.hpp"
 #include "engine/detail/engine_state.hpp"
+#include "engine/detail/lifecycle.hpp"
 
-#include <cstdlib>
-#include <mutex>
-#include <tuple>
 #include <ostream>
+#include <tuple>
 
 namespace gradd {
 
 namespace {
 
+using engine::detail::close_scope;
+using engine::detail::current_mode;
 using engine::detail::engine_state;
-
-/// Serializes enable/disable; the flag mirrors what libtorch has installed.
-std::mutex switch_mutex;
-std::atomic<bool> enabled{false};
+using engine::detail::open_scope;
+using engine::detail::set_mode;
 
 } // namespace
 
@@ -39,7 +37,8 @@ const char* to_string(fallback_reason reason) noexcept {
 
 std::ostream& operator<<(std::ostream& out, const statistics& s) {
   out << "backwards=" << s.backwards << " plan_backwards=" << s.plan_backwards
-      << " eager_backwards=" << s.eager_backwards << " captures=" << s.captures
+      << " eager_backwards=" << s.eager_backwards << " raised_backwards=" << s.raised_backwards
+      << " captures=" << s.captures
       << " cache_hits=" << s.cache_hits << " cache_misses=" << s.cache_misses
       << " plans=" << s.plans << " compiles=" << s.compiles;
   for (size_t i = 0; i < fallback_reason_count; ++i)
@@ -50,12 +49,7 @@ std::ostream& operator<<(std::ostream& out, const statistics& s) {
 }
 
 void enable(const settings& config) {
-  std::lock_guard lock(switch_mutex);
-  static bool stop_at_exit = (std::atexit([] { engine_state::instance().stop(); }), true);
-  (void)stop_at_exit;
-  engine_state::instance().start(config);
-  engine::detail::switch_hook(true);
-  enabled = true;
+  set_mode({true, true, std::make_shared<const settings>(config)});
 }
 
 void enable(const std::string& config_path) {
@@ -63,20 +57,18 @@ void enable(const std::string& config_path) {
 }
 
 void disable() {
-  std::lock_guard lock(switch_mutex);
-  engine::detail::switch_hook(false);
-  enabled = false;
-  engine_state::instance().stop();
+  set_mode({false, false, current_mode().config});
 }
 
 bool is_enabled() noexcept {
-  return enabled.load();
+  return engine::detail::hook_installed();
 }
 
 void reset() {
+  // Statistics first: backwards that the clear wakes count after the reset.
   auto& state = engine_state::instance();
-  state.table.clear();
   state.reset_statistics();
+  state.table.clear();
 }
 
 statistics stats() {
@@ -96,35 +88,25 @@ bool wait_for_compiles(std::chrono::milliseconds timeout) {
 }
 
 enable_guard::enable_guard(const settings& config)
-    : was_enabled_(is_enabled()),
-      previous_(*engine_state::instance().current_settings()) {
-  enable(config);
-}
+    : scope_(open_scope({true, true, std::make_shared<const settings>(config)})) {}
 
 enable_guard::enable_guard(const std::string& config_path)
     : enable_guard(load_settings(config_path)) {}
 
 enable_guard::~enable_guard() {
-  if (was_enabled_)
-    enable(previous_);
-  else
-    disable();
+  close_scope(scope_);
 }
 
-disable_guard::disable_guard() : was_enabled_(is_enabled()) {
-  // A scope, not a shutdown: the hook goes, the pipeline stays for the
-  // enabled state this scope returns to.
-  std::lock_guard lock(switch_mutex);
-  engine::detail::switch_hook(false);
-  enabled = false;
-}
+disable_guard::disable_guard() : scope_([] {
+  // A scope, not a shutdown: the hook goes, the pipeline and settings of
+  // the enclosing mode stay for when the scope ends.
+  auto mode = current_mode();
+  mode.hooked = false;
+  return open_scope(std::move(mode));
+}()) {}
 
 disable_guard::~disable_guard() {
-  if (!was_enabled_)
-    return;
-  std::lock_guard lock(switch_mutex);
-  engine::detail::switch_hook(true);
-  enabled = true;
+  close_scope(scope_);
 }
 
 } // namespace gradd

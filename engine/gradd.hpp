@@ -10,6 +10,19 @@
 //   gradd::enable_guard on;          // gradd serves backwards in this scope
 //   loss.backward();
 //   std::cout << gradd::stats();     // who served them
+//
+// Threading contract. Every function here may be called from any thread,
+// while backwards run on others: gradd's mode (enabled or not, its settings,
+// its compile pipeline) is one per process, and changes to it are applied
+// one at a time. A backward that has started finishes in the mode it
+// started in; the next one sees the new mode. Guards open scopes on that
+// process-wide mode and may end in any order, on any thread: when one ends,
+// the innermost scope still open applies, and once all have ended the mode
+// set outside them is back. Disabling or changing settings interrupts the
+// compiles in flight (they settle as failed at their next step and compile
+// again later) and waits for them at most 5 s. Process exit (returning from
+// main, exit()) unhooks gradd and interrupts its compiles within 2 s; a
+// thread still inside a backward finishes it on the stock engine's terms.
 
 #include "config/loader.hpp"
 #include "config/settings.hpp"
@@ -48,6 +61,9 @@ struct statistics {
   uint64_t backwards = 0;        ///< backwards gradd's hook received
   uint64_t plan_backwards = 0;   ///< served by a plan
   uint64_t eager_backwards = 0;  ///< served by the stock engine
+  /// Raised an error (a hook, a node, the NaN check, fallback.on_unsupported);
+  /// once no backward runs, backwards = plan + eager + raised.
+  uint64_t raised_backwards = 0;
   std::array<uint64_t, fallback_reason_count> eager_by_reason{};  ///< by fallback_reason
   uint64_t captures = 0;         ///< graphs captured into IR
   uint64_t cache_hits = 0;       ///< backwards whose structure had a plan
@@ -79,23 +95,24 @@ struct graph_statistics {
 };
 
 /// Enables gradd for the whole process with `config`, replacing the settings
-/// of an earlier enable(), and starts its compile pipeline. Throws if another
-/// thread is inside a backward.
+/// of an earlier enable() (inside a guard: the guard's scope), and starts its
+/// compile pipeline.
 void enable(const settings& config = default_settings());
 
 /// Enables gradd with the policy file at `config_path` (see load_settings).
 void enable(const std::string& config_path);
 
 /// Disables gradd: later backwards run on the stock engine untouched. Stops
-/// the pipeline after the compiles in flight finish (at most
-/// compile.timeout_ms). Throws if another thread is inside a backward.
+/// the pipeline, interrupting the compiles in flight.
 void disable();
 
 /// Whether gradd serves backwards now.
 bool is_enabled() noexcept;
 
 /// Drops every cached plan and zeroes the statistics. Thread-safe; backwards
-/// that already hold a plan finish with it.
+/// that already hold a plan finish with it; compiles in flight are
+/// interrupted, and backwards waiting for them (compile.mode: sync) go on at
+/// once on the stock engine.
 void reset();
 
 /// Returns the statistics. Thread-safe.
@@ -108,9 +125,8 @@ std::vector<graph_statistics> graph_stats();
 /// the pipeline is idle. Useful before timing, and in tests.
 bool wait_for_compiles(std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
-/// Enables gradd for a scope and restores the previous state (enabled with
-/// its settings, or disabled) on exit. Scopes nest; an inner one must end
-/// before an outer one, as with PyTorch's compiled_autograd._enable.
+/// Enables gradd for a scope, as PyTorch's compiled_autograd._enable; when
+/// it ends, the enclosing scope's mode (hook, settings, pipeline) is back.
 class enable_guard {
 public:
   explicit enable_guard(const settings& config = default_settings());
@@ -120,14 +136,13 @@ public:
   enable_guard& operator=(const enable_guard&) = delete;
 
 private:
-  bool was_enabled_;
-  settings previous_;
+  uint64_t scope_;
 };
 
-/// Disables gradd for a scope and restores the previous state on exit, as
-/// compiled_autograd._disable. Backwards in the scope run on the stock engine
-/// untouched; the pipeline of the enclosing enabled state keeps running, so
-/// compiles in flight land and leaving the scope costs nothing.
+/// Disables gradd for a scope, as compiled_autograd._disable; when it ends,
+/// the enclosing scope's mode is back. Backwards in the scope run on the
+/// stock engine untouched; the pipeline of the enclosing mode keeps running,
+/// so compiles in flight land and leaving the scope costs nothing.
 class disable_guard {
 public:
   disable_guard();
@@ -136,7 +151,7 @@ public:
   disable_guard& operator=(const disable_guard&) = delete;
 
 private:
-  bool was_enabled_;
+  uint64_t scope_;
 };
 
 } // namespace gradd

@@ -24,7 +24,8 @@ std::unique_ptr<pass> alap(const char* name, op_selector ops, bool reverse) {
 } // namespace
 
 const std::vector<pass_info>& pass_table() {
-  static const std::vector<pass_info> table{
+  // Never destroyed: a compile may still run while the process exits.
+  static const auto& table = *new std::vector<pass_info>{
       {"delay_unpack_hook_nodes", "unpack hooks right before their first user",
        [] { return alap("delay_unpack_hook_nodes", {op_kind::unpack, ""}, false); }},
       {"reorder_tensor_pre_hook_nodes", "tensor pre-hooks right after their gradient",

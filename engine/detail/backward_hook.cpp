@@ -25,6 +25,8 @@
 #include <torch/csrc/autograd/anomaly_mode.h>
 #include <torch/csrc/autograd/graph_task.h>
 
+#include <functional>
+
 namespace gradd::engine::detail {
 
 namespace {
@@ -75,8 +77,20 @@ public:
         task_(const_cast<torch::autograd::GraphTask&>(task)),
         accumulate_grad_(accumulate_grad), outputs_(outputs) {}
 
+  /// Serves the backward; counts it once, as served by a plan, by the stock
+  /// engine, or raised.
   variable_list serve() {
     state_.stats.backwards.fetch_add(1, std::memory_order_relaxed);
+    try {
+      return serve_counted();
+    } catch (...) {
+      state_.stats.raised_backwards.fetch_add(1, std::memory_order_relaxed);
+      throw;
+    }
+  }
+
+private:
+  variable_list serve_counted() {
     if (config_->fallback.force_eager)
       return eager(fallback_reason::force_eager);
     // The stock engine's workers run nodes under the task's thread-local
@@ -108,7 +122,6 @@ public:
     return eager_for(record.get());
   }
 
-private:
   bool fits(const graph_record& r) const {
     return sequence_order_holds(r.compiled->plan, walk_->nodes);
   }
@@ -129,7 +142,8 @@ private:
       state_.table.fail(*record, *captured.eager_reason,
                         std::chrono::steady_clock::time_point::max());
     } else if (!state_.submit(record->id, std::move(captured.ir))) {
-      state_.table.fail(*record, fallback_reason::compile_error,
+      // No pipeline (gradd is being disabled): not compiled, due at once.
+      state_.table.fail(*record, fallback_reason::compile_pending,
                         std::chrono::steady_clock::time_point::min());
     }
     return record;
@@ -159,19 +173,26 @@ private:
       else
         record->pending_backwards.fetch_add(1, std::memory_order_relaxed);
     }
-    auto result = eager(reason);
-    if (config_->nan_check.enabled)
-      check_for_nan(walk_->nodes, result);
-    return result;
+    return eager(reason, [&](const variable_list& result) {
+      if (config_->nan_check.enabled)
+        check_for_nan(walk_->nodes, result);
+    });
   }
 
-  variable_list eager(fallback_reason reason) {
+  /// Runs the backward on the stock engine, then `check`s its result;
+  /// counted as served by the stock engine once both returned.
+  variable_list eager(fallback_reason reason,
+                      const std::function<void(const variable_list&)>& check = {}) {
     TORCH_CHECK(!is_unsupported(reason)
                     || config_->fallback.on_unsupported != unsupported_policy::error,
                 "gradd: cannot serve this backward: ", to_string(reason),
                 " (policy fallback.on_unsupported: error)");
+    state_.warn_fallback(reason);
+    auto result = run_on_stock_engine(root_, task_);
+    if (check)
+      check(result);
     state_.count_fallback(reason);
-    return run_on_stock_engine(root_, task_);
+    return result;
   }
 
   engine_state& state_;

@@ -28,7 +28,8 @@ using torch::autograd::Node;
 /// a miss names every node of its graph.
 const std::string& type_name_of(const std::type_info& type) {
   static std::mutex mutex;
-  static std::unordered_map<const std::type_info*, std::string> names;
+  // Never destroyed: a thread may capture a graph while the process exits.
+  static auto& names = *new std::unordered_map<const std::type_info*, std::string>;
   std::lock_guard lock(mutex);
   auto found = names.find(&type);
   if (found == names.end())

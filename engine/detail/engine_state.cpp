@@ -11,6 +11,7 @@ statistics counters::snapshot() const {
   s.backwards = backwards.load();
   s.plan_backwards = plan_backwards.load();
   s.eager_backwards = eager_backwards.load();
+  s.raised_backwards = raised_backwards.load();
   for (size_t i = 0; i < fallback_reason_count; ++i)
     s.eager_by_reason[i] = eager_by_reason[i].load();
   s.captures = captures.load();
@@ -23,6 +24,7 @@ void counters::reset() {
   backwards = 0;
   plan_backwards = 0;
   eager_backwards = 0;
+  raised_backwards = 0;
   for (auto& n : eager_by_reason)
     n = 0;
   captures = 0;
@@ -35,20 +37,38 @@ engine_state& engine_state::instance() {
   return *state;
 }
 
-void engine_state::start(const settings& config) {
+void engine_state::start(const std::shared_ptr<const settings>& config) {
+  {
+    std::shared_lock lock(pipeline_mutex_);
+    if (pipeline_ && pipeline_settings_ == config)
+      return;
+  }
   stop();
+  auto started = std::make_shared<actors::pipeline>(*config, table);
   std::unique_lock lock(pipeline_mutex_);
-  settings_.store(std::make_shared<const settings>(config));
-  pipeline_ = std::make_unique<actors::pipeline>(config, table);
+  pipeline_ = std::move(started);
+  pipeline_settings_ = config;
 }
 
 void engine_state::stop() {
-  std::unique_lock lock(pipeline_mutex_);
-  if (!pipeline_)
+  std::shared_ptr<actors::pipeline> stopping;
+  {
+    std::unique_lock lock(pipeline_mutex_);
+    stopping = std::move(pipeline_);
+    pipeline_settings_.reset();
+  }
+  if (!stopping)
     return;
-  pipeline_->stop();
-  compiles_before_ += pipeline_->finished();
-  pipeline_.reset();
+  // Outside the lock: statistics and submits go on while compiles settle.
+  stopping->stop();
+  std::unique_lock lock(pipeline_mutex_);
+  compiles_before_ += stopping->finished();
+}
+
+void engine_state::drain_at_exit(std::chrono::milliseconds grace) {
+  std::shared_lock lock(pipeline_mutex_);
+  if (pipeline_)
+    pipeline_->drain(grace);
 }
 
 bool engine_state::submit(uint64_t graph_id, compiler::graph node_table) {
@@ -57,8 +77,12 @@ bool engine_state::submit(uint64_t graph_id, compiler::graph node_table) {
 }
 
 bool engine_state::wait_idle(std::chrono::milliseconds timeout) {
-  std::shared_lock lock(pipeline_mutex_);
-  return !pipeline_ || pipeline_->wait_idle(timeout);
+  std::shared_ptr<actors::pipeline> running;
+  {
+    std::shared_lock lock(pipeline_mutex_);
+    running = pipeline_;
+  }
+  return !running || running->wait_idle(timeout);
 }
 
 std::pair<uint64_t, uint64_t> engine_state::compile_counts() const {
@@ -75,9 +99,12 @@ void engine_state::reset_statistics() {
 }
 
 void engine_state::count_fallback(fallback_reason reason) {
-  auto bit = 1u << static_cast<uint32_t>(reason);
   stats.eager_backwards.fetch_add(1, std::memory_order_relaxed);
   stats.eager_by_reason[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
+}
+
+void engine_state::warn_fallback(fallback_reason reason) {
+  auto bit = 1u << static_cast<uint32_t>(reason);
   // Running eager while a plan compiles is the design, not a problem.
   auto level = reason == fallback_reason::compile_pending ? log_level::info : log_level::warning;
   if ((warned_reasons_.fetch_or(bit) & bit) == 0)

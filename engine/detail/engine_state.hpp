@@ -15,6 +15,7 @@ struct counters {
   std::atomic<uint64_t> backwards{0};
   std::atomic<uint64_t> plan_backwards{0};
   std::atomic<uint64_t> eager_backwards{0};
+  std::atomic<uint64_t> raised_backwards{0};
   std::array<std::atomic<uint64_t>, fallback_reason_count> eager_by_reason{};
   std::atomic<uint64_t> captures{0};
   std::atomic<uint64_t> cache_hits{0};
@@ -32,18 +33,28 @@ public:
   /// other threads may outlive static destruction).
   static engine_state& instance();
 
+  /// The settings backwards are served with. Thread-safe.
   std::shared_ptr<const settings> current_settings() const { return settings_.load(); }
 
-  /// Installs `config` and a pipeline built for it (the old one stops first).
-  void start(const settings& config);
+  /// Serves later backwards with `config`. Thread-safe.
+  void use_settings(std::shared_ptr<const settings> config) { settings_.store(std::move(config)); }
+
+  /// Runs a pipeline built for `config`: keeps the running one if it was
+  /// built for this very object, else stops it and starts another.
+  void start(const std::shared_ptr<const settings>& config);
 
   /// Stops the pipeline; plans stay in the table.
   void stop();
 
+  /// At process exit: interrupts the compiles in flight and waits at most
+  /// `grace` for them, without touching an actor (CAF's statics may be gone).
+  void drain_at_exit(std::chrono::milliseconds grace);
+
   /// Sends a captured graph to the pipeline; false if none is running.
   bool submit(uint64_t graph_id, compiler::graph node_table);
 
-  /// Waits for the pipeline to go idle; true if there is none.
+  /// Waits for the pipeline to go idle; true if there is none. Does not
+  /// hold up a concurrent stop.
   bool wait_idle(std::chrono::milliseconds timeout);
 
   /// Compiles settled (since the last reset) and in flight, for statistics.
@@ -52,7 +63,10 @@ public:
   /// Zeroes the statistics.
   void reset_statistics();
 
-  /// Counts a backward served by the stock engine, warning once per reason.
+  /// Warns, once per reason, that a backward goes to the stock engine.
+  void warn_fallback(fallback_reason reason);
+
+  /// Counts a backward the stock engine served.
   void count_fallback(fallback_reason reason);
 
   plan_table table;
@@ -62,7 +76,8 @@ private:
   std::atomic<std::shared_ptr<const settings>> settings_{std::make_shared<const settings>()};
   std::atomic<uint32_t> warned_reasons_{0};
   mutable std::shared_mutex pipeline_mutex_;
-  std::unique_ptr<actors::pipeline> pipeline_;
+  std::shared_ptr<actors::pipeline> pipeline_;
+  std::shared_ptr<const settings> pipeline_settings_;  ///< what pipeline_ was built for
   uint64_t compiles_before_ = 0;  ///< settled by earlier pipelines
   uint64_t compiles_reset_ = 0;   ///< settled before the last reset
 };

@@ -20,8 +20,8 @@ struct functional_table {
 };
 
 functional_table& table() {
-  static functional_table instance;
-  return instance;
+  static auto* instance = new functional_table;  // never destroyed: used at exit
+  return *instance;
 }
 
 } // namespace

@@ -129,6 +129,21 @@ void plan_table::evict_to(size_t max_plans) {
   }
 }
 
+namespace {
+
+/// Settles records whose compile will not land (their compile is dropped)
+/// and wakes the backwards waiting for them: they go to the stock engine.
+void abandon(const std::vector<std::shared_ptr<graph_record>>& dropped) {
+  for (const auto& r : dropped) {
+    r->eager_reason = fallback_reason::compile_pending;
+    r->retry_at = std::chrono::steady_clock::time_point::min();
+    r->state.store(graph_state::failed);
+    r->notify_settled();
+  }
+}
+
+} // namespace
+
 void plan_table::drop_pending() {
   std::vector<std::shared_ptr<graph_record>> dropped;
   {
@@ -143,18 +158,39 @@ void plan_table::drop_pending() {
     for (const auto& r : dropped)
       by_id_.erase(r->id);
   }
-  for (const auto& r : dropped) {
-    r->eager_reason = fallback_reason::compile_pending;
-    r->retry_at = std::chrono::steady_clock::time_point::min();
-    r->state.store(graph_state::failed);
-    r->notify_settled();
+  abandon(dropped);
+}
+
+void plan_table::drop(graph_record& r) {
+  std::shared_ptr<graph_record> dropped;
+  {
+    std::unique_lock lock(mutex_);
+    auto found = by_id_.find(r.id);
+    if (found == by_id_.end())
+      return;
+    dropped = found->second;
+    by_id_.erase(found);
+    auto variants = by_key_.find(r.key);
+    if (variants != by_key_.end()) {
+      std::erase(variants->second, dropped);
+      if (variants->second.empty())
+        by_key_.erase(variants);
+    }
   }
+  abandon({dropped});
 }
 
 void plan_table::clear() {
-  std::unique_lock lock(mutex_);
-  by_key_.clear();
-  by_id_.clear();
+  std::vector<std::shared_ptr<graph_record>> dropped;
+  {
+    std::unique_lock lock(mutex_);
+    for (const auto& [id, r] : by_id_)
+      if (r->state.load() == graph_state::pending)
+        dropped.push_back(r);
+    by_key_.clear();
+    by_id_.clear();
+  }
+  abandon(dropped);
 }
 
 size_t plan_table::plans() const {

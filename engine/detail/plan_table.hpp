@@ -97,9 +97,14 @@ public:
             std::chrono::steady_clock::time_point retry_at);
 
   /// Removes pending records (their compiles will not finish) and wakes
-  /// their waiters.
+  /// their waiters: their backwards go to the stock engine, and the next
+  /// backward of their structure compiles it again.
   void drop_pending();
 
+  /// Removes `r`, pending, as drop_pending does.
+  void drop(graph_record& r);
+
+  /// Removes every record; pending ones settle as drop_pending's do.
   void clear();
   /// Ready plans in the table.
   size_t plans() const;

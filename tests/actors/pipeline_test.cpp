@@ -213,6 +213,11 @@ TEST_CASE("8 threads train separate models concurrently without deadlock", "[act
   CHECK(s.backwards == threads * iterations);
   CHECK(s.plan_backwards + s.eager_backwards == threads * iterations);
   CHECK(s.compiles <= 3);
+  // Once compiled, every thread's backward is a plan's.
+  REQUIRE(gradd::wait_for_compiles());
+  for (int t = 0; t < threads; ++t)
+    require_bitwise_equal(expected[t], models[t].step(1 + t % 3));
+  CHECK(gradd::stats().plan_backwards == s.plan_backwards + threads);
 }
 
 TEST_CASE("disabling with compiles in flight finishes cleanly", "[actors]") {
@@ -226,10 +231,17 @@ TEST_CASE("disabling with compiles in flight finishes cleanly", "[actors]") {
     CHECK(gradd::stats().compiles_in_flight == 1);
   }  // disable: the minute-long test delay is cut short
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
-  CHECK(gradd::stats().compiles_in_flight == 0);
+  auto s = gradd::stats();
+  CHECK(s.compiles_in_flight == 0);
+  CHECK(s.plans == 0);
+  CHECK(gradd::graph_stats().empty());  // interrupted, not failed: nothing kept
   gradd::enable_guard again{async_settings()};
+  require_bitwise_equal(expected, model.step(2));  // compiles again
+  REQUIRE(gradd::wait_for_compiles());
   require_bitwise_equal(expected, model.step(2));
-  CHECK(gradd::stats().plan_backwards == 1);  // compiled before the disable ended
+  s = gradd::stats();
+  CHECK(s.plan_backwards == 1);
+  CHECK(s.eager_for(gradd::fallback_reason::compile_error) == 0);
 }
 
 TEST_CASE("a bad policy file is refused before any backward runs", "[actors][config]") {

@@ -2,6 +2,9 @@
 
 #include "engine/grad_check.hpp"
 
+#include <memory>
+#include <thread>
+
 namespace {
 
 void one_backward() {
@@ -102,4 +105,171 @@ TEST_CASE("a structure recorded in another sequence order gets its own plan",
   CHECK(s.cache_misses == 2);
   CHECK(s.plans == 2);
   CHECK(s.plan_backwards == 4);
+}
+
+namespace {
+
+/// The settings a scope runs with, told apart by their compile.threads.
+gradd::settings tagged_settings(uint32_t tag, bool force_eager = false) {
+  auto s = force_eager ? gradd::test::force_eager_settings() : gradd::test::sync_settings();
+  s.compile.threads = tag;
+  return s;
+}
+
+/// A structure no other test builds: `depth` chained sines.
+void chain_backward(int depth) {
+  auto x = torch::ones({3}, torch::requires_grad());
+  auto h = x;
+  for (int i = 0; i < depth; ++i)
+    h = h.sin();
+  h.sum().backward();
+}
+
+} // namespace
+
+TEST_CASE("a disable_guard between enable_guards restores the outer scope exactly",
+          "[engine][api]") {
+  gradd::reset();
+  gradd::enable_guard outer{tagged_settings(2)};
+  {
+    gradd::disable_guard off;
+    {
+      gradd::enable_guard inner{tagged_settings(3, true)};
+      one_backward();
+    }
+    CHECK(!gradd::is_enabled());
+    one_backward();  // the stock engine, untouched
+  }
+  REQUIRE(gradd::is_enabled());
+  // The outer settings serve (not the inner force_eager), and a new
+  // structure compiles: the pipeline is back, built for them.
+  chain_backward(7);
+  chain_backward(7);
+  auto s = gradd::stats();
+  CHECK(s.backwards == 3);
+  CHECK(s.eager_for(gradd::fallback_reason::force_eager) == 1);
+  CHECK(s.eager_for(gradd::fallback_reason::compile_error) == 0);
+  CHECK(s.plan_backwards == 2);
+  CHECK(s.compiles == 1);
+}
+
+TEST_CASE("guards ending out of order leave the mode set outside them", "[engine][api]") {
+  gradd::reset();
+  REQUIRE(!gradd::is_enabled());
+  auto first = std::make_unique<gradd::enable_guard>(tagged_settings(2, true));
+  auto second = std::make_unique<gradd::disable_guard>();
+  auto third = std::make_unique<gradd::enable_guard>(tagged_settings(3));
+  first.reset();  // the outermost ends first: the innermost still applies
+  CHECK(gradd::is_enabled());
+  one_backward();
+  CHECK(gradd::stats().plan_backwards == 1);
+  third.reset();  // now the disable_guard is innermost
+  CHECK(!gradd::is_enabled());
+  second.reset();
+  CHECK(!gradd::is_enabled());
+  one_backward();
+  CHECK(gradd::stats().backwards == 1);
+}
+
+TEST_CASE("enable inside a guard lasts as long as the guard", "[engine][api]") {
+  gradd::reset();
+  {
+    gradd::enable_guard on{tagged_settings(2)};
+    gradd::enable(tagged_settings(3, true));
+    one_backward();
+  }
+  CHECK(!gradd::is_enabled());
+  CHECK(gradd::stats().eager_for(gradd::fallback_reason::force_eager) == 1);
+}
+
+TEST_CASE("reset wakes a backward waiting for its compile", "[engine][api]") {
+  gradd::reset();
+  auto s = gradd::test::sync_settings();
+  s.compile.delay_ms = 20000;
+  s.compile.timeout_ms = 30000;
+  gradd::enable_guard on{s};
+  std::chrono::steady_clock::duration waited{};
+  std::thread backward([&] {
+    auto start = std::chrono::steady_clock::now();
+    chain_backward(5);
+    waited = std::chrono::steady_clock::now() - start;
+  });
+  while (gradd::stats().compiles_in_flight == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  gradd::reset();
+  backward.join();
+  CHECK(waited < std::chrono::seconds(5));
+  CHECK(gradd::wait_for_compiles(std::chrono::seconds(5)));
+  auto after = gradd::stats();
+  CHECK(after.eager_for(gradd::fallback_reason::compile_pending) == 1);
+  CHECK(after.eager_for(gradd::fallback_reason::compile_error) == 0);
+}
+
+TEST_CASE("backwards add up: served by a plan, by the stock engine, or raised",
+          "[engine][api]") {
+  gradd::reset();
+  gradd::enable_guard on{gradd::test::sync_settings()};
+  auto x = torch::ones({3}, torch::requires_grad());
+  auto backward = [&](bool fail) {
+    auto y = x * 3;
+    y.register_hook([fail](torch::Tensor g) {
+      if (fail)
+        throw std::runtime_error("hook failed");
+      return g;
+    });
+    y.sum().backward();
+  };
+  backward(false);  // compiles, then its plan serves
+  CHECK_THROWS_WITH(backward(true), Catch::Contains("hook failed"));  // from the plan
+  {
+    gradd::enable_guard eager{gradd::test::force_eager_settings()};
+    CHECK_THROWS_WITH(backward(true), Catch::Contains("hook failed"));  // from the stock engine
+    backward(false);
+  }
+  backward(false);
+  auto s = gradd::stats();
+  CHECK(s.backwards == 5);
+  CHECK(s.plan_backwards == 2);
+  CHECK(s.eager_backwards == 1);
+  CHECK(s.raised_backwards == 2);
+  CHECK(s.backwards == s.plan_backwards + s.eager_backwards + s.raised_backwards);
+}
+
+TEST_CASE("a compile over compile.timeout_ms is cut short and its policy applies",
+          "[engine][api]") {
+  auto slow = [](gradd::compile_error_policy on_error) {
+    gradd::settings s;
+    s.compile.delay_ms = 60000;  // would take a minute
+    s.compile.timeout_ms = 200;
+    s.fallback.on_compile_error = on_error;
+    s.fallback.retry_after_ms = 0;
+    return s;
+  };
+  SECTION("never_retry: the stock engine serves the structure for good") {
+    gradd::reset();
+    gradd::enable_guard on{slow(gradd::compile_error_policy::never_retry)};
+    auto start = std::chrono::steady_clock::now();
+    chain_backward(4);
+    REQUIRE(gradd::wait_for_compiles(std::chrono::seconds(10)));
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+    chain_backward(4);
+    chain_backward(4);
+    auto s = gradd::stats();
+    CHECK(s.compiles == 1);
+    CHECK(s.eager_for(gradd::fallback_reason::compile_error) == 2);
+    REQUIRE(gradd::graph_stats().size() == 1);
+    CHECK(gradd::graph_stats()[0].state == "failed");
+  }
+  SECTION("retry_after 0 ms: every backward after a failure compiles again") {
+    gradd::reset();
+    gradd::enable_guard on{slow(gradd::compile_error_policy::retry_after)};
+    for (int i = 0; i < 2; ++i) {
+      chain_backward(4);
+      REQUIRE(gradd::wait_for_compiles(std::chrono::seconds(10)));
+    }
+    auto s = gradd::stats();
+    CHECK(s.compiles == 2);
+    CHECK(s.captures == 2);
+  }
 }
