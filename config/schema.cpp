@@ -4,58 +4,54 @@
 
 #include "compiler/pass_manager.hpp"
 
-#include <yaml-cpp/yaml.h>
-
+#include <algorithm>
 #include <limits>
 
 namespace gradd::config {
 
 namespace {
 
-using apply_fn = std::function<std::string(settings&, const YAML::Node&)>;
+using apply_fn = std::function<std::string(settings&, const std::string&)>;
 
-std::string scalar_of(const YAML::Node& value) {
-  return value.IsScalar() ? value.Scalar() : std::string();
+/// Decimal digits only: YAML 1.1's signs, 0x, 0o, underscores and exponents
+/// are all typos in a policy.
+bool parse_decimal(const std::string& text, uint64_t& n) {
+  if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  n = std::stoull(text);
+  return true;
 }
 
 /// An unsigned integer in [minimum, maximum], stored through `field`.
 template <class Field>
 apply_fn integer(Field field, uint32_t minimum,
                  uint32_t maximum = std::numeric_limits<uint32_t>::max()) {
-  return [=](settings& s, const YAML::Node& value) -> std::string {
-    auto text = scalar_of(value);
-    try {
-      size_t used = 0;
-      auto n = std::stoll(text, &used);
-      if (used == text.size() && n >= minimum && n <= maximum) {
-        field(s) = static_cast<uint32_t>(n);
-        return {};
-      }
-    } catch (const std::exception&) {
+  return [=](settings& s, const std::string& text) -> std::string {
+    uint64_t n = 0;
+    if (parse_decimal(text, n) && n >= minimum && n <= maximum) {
+      field(s) = static_cast<uint32_t>(n);
+      return {};
     }
     return "expected an integer in [" + std::to_string(minimum) + ", "
-           + std::to_string(maximum) + "], got '" + text + "'";
+           + std::to_string(maximum) + "], got " + quoted(text);
   };
 }
 
 template <class Field>
 apply_fn boolean(Field field) {
-  return [=](settings& s, const YAML::Node& value) -> std::string {
-    auto text = scalar_of(value);
+  return [=](settings& s, const std::string& text) -> std::string {
     if (text == "true" || text == "false") {
       field(s) = text == "true";
       return {};
     }
-    return "expected true or false, got '" + text + "'";
+    return "expected true or false, got " + quoted(text);
   };
 }
 
 template <class Field>
 apply_fn text(Field field) {
-  return [=](settings& s, const YAML::Node& value) -> std::string {
-    if (!value.IsScalar())
-      return "expected a string";
-    field(s) = value.Scalar();
+  return [=](settings& s, const std::string& value) -> std::string {
+    field(s) = value;
     return {};
   };
 }
@@ -63,8 +59,7 @@ apply_fn text(Field field) {
 /// One of `names`, stored as the enum value of the same position.
 template <class Enum, class Field>
 apply_fn choice(Field field, std::vector<std::string> names) {
-  return [=](settings& s, const YAML::Node& value) -> std::string {
-    auto found = scalar_of(value);
+  return [=](settings& s, const std::string& found) -> std::string {
     for (size_t i = 0; i < names.size(); ++i) {
       if (names[i] == found) {
         field(s) = static_cast<Enum>(i);
@@ -74,22 +69,20 @@ apply_fn choice(Field field, std::vector<std::string> names) {
     std::string allowed;
     for (const auto& n : names)
       allowed += (allowed.empty() ? "" : ", ") + n;
-    return "expected one of " + allowed + ", got '" + found + "'";
+    return "expected one of " + allowed + ", got " + quoted(found);
   };
 }
 
 /// A pass pipeline: every name must be a known pass.
 template <class Field>
 apply_fn pipeline(Field field) {
-  return [=](settings& s, const YAML::Node& value) -> std::string {
-    if (!value.IsScalar())
-      return "expected pass names separated by commas";
+  return [=](settings& s, const std::string& names) -> std::string {
     try {
-      compiler::pass_manager check(value.Scalar());
+      compiler::pass_manager check(names);
     } catch (const std::invalid_argument& e) {
       return e.what();
     }
-    field(s) = value.Scalar();
+    field(s) = names;
     return {};
   };
 }
@@ -148,5 +141,26 @@ const std::vector<key_spec>& schema() {
 }
 
 #undef GRADD_FIELD
+
+std::string quoted(const std::string& text) {
+  // Cut on a character boundary, so the message stays UTF-8.
+  size_t cut = std::min<size_t>(text.size(), 60);
+  while (cut > 0 && cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
+    --cut;
+  std::string out = "'";
+  for (char c : text.substr(0, cut)) {
+    switch (c) {
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\'': out += "\\'"; break;
+      default: out += c;
+    }
+  }
+  out += "'";
+  if (cut < text.size())
+    out += "... (" + std::to_string(text.size()) + " bytes)";
+  return out;
+}
 
 } // namespace gradd::config

@@ -10,10 +10,6 @@
 #include <string>
 #include <vector>
 
-namespace YAML {
-class Node;
-}
-
 namespace gradd::config {
 
 /// One key of the policy file.
@@ -23,13 +19,18 @@ struct key_spec {
   std::string type;           ///< e.g. "async, sync", "integer >= 1"
   std::string default_value;  ///< as written in YAML
   std::string doc;
-  /// Parses `value` into `s`; returns an error message, empty if fine.
-  std::function<std::string(settings& s, const YAML::Node& value)> apply;
+  /// Parses the scalar `value` into `s`; returns an error message, empty if
+  /// fine. (The loader refuses values that are not scalars.)
+  std::function<std::string(settings& s, const std::string& value)> apply;
 
   std::string path() const { return section + "." + name; }
 };
 
 /// Every key, in documentation order.
 const std::vector<key_spec>& schema();
+
+/// `text` as an error message shows a value from a policy: in quotes, with
+/// line breaks and quotes escaped, cut after 60 bytes.
+std::string quoted(const std::string& text);
 
 } // namespace gradd::config

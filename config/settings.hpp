@@ -58,6 +58,9 @@ struct settings {
     log_level level = log_level::warning;
     std::string ir_dump_dir;     ///< write each captured graph's IR here ("" = off)
   } logging;
+  /// Where these settings came from, for error messages: the policy file
+  /// load_settings read, "" for settings made in code.
+  std::string source;
 };
 
 } // namespace gradd

@@ -1,25 +1,17 @@
 // Policy files: every key, good and bad values, and what an error names.
 
 #include "config/loader.hpp"
+#include "config/policy_files.hpp"
 #include "config/schema.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 
-namespace {
+using gradd::test::policy_file;
 
-/// Writes `text` to a fresh file and returns its path.
-std::string policy_file(const std::string& text) {
-  static int counter = 0;
-  auto path = std::filesystem::temp_directory_path()
-              / ("gradd_policy_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)
-                 + ".yaml");
-  std::ofstream(path) << text;
-  return path.string();
-}
+namespace {
 
 std::string source_file(const std::string& relative) {
   return std::string(GRADD_SOURCE_DIR) + "/" + relative;
@@ -98,8 +90,9 @@ TEST_CASE("a bad policy names file, line and key", "[config]") {
        "unknown pass 'fuse_all' (known: delay_unpack_hook_nodes"},
       {"passes:\n  gradient_ready: maybe\n", 2, "passes.gradient_ready", "expected true or false"},
       {"logging:\n  level: loud\n", 2, "logging.level", "error, warning, info, debug"},
-      {"logging:\n  ir_dump_dir: [a, b]\n", 2, "logging.ir_dump_dir", "expected a string"},
-      {"compile:\n  mode: sync\n  speed: 3\n", 3, "compile.speed", "unknown key (known in compile: mode, threads"},
+      {"logging:\n  ir_dump_dir: [a, b]\n", 2, "logging.ir_dump_dir", "got a sequence"},
+      {"compile:\n  mode: sync\n  speed: 3\n", 3, "compile.speed",
+       "unknown key (known in compile: mode, threads"},
       {"# comment\ncuda:\n  graphs: true\n", 2, "cuda", "unknown section"},
       {"compile: 3\n", 1, "compile", "expected a map of keys"},
   };
@@ -121,15 +114,28 @@ TEST_CASE("a bad policy names file, line and key", "[config]") {
 
 TEST_CASE("a missing file and broken YAML are errors naming the file", "[config]") {
   CHECK_THROWS_WITH(gradd::load_settings("/no/such/policy.yaml"),
-                    Catch::Contains("/no/such/policy.yaml:0: cannot open the file"));
-  auto path = policy_file("compile:\n  mode: [sync\n");
+                    "gradd: /no/such/policy.yaml: cannot open the file: No such file or directory");
+  auto path = policy_file("compile:\n  mode: sync\n  threads: 2: 3\n");
   try {
     gradd::load_settings(path);
     FAIL("no error");
   } catch (const gradd::config_error& e) {
-    CHECK(e.line() >= 2);
-    CHECK_THAT(e.what(), Catch::Contains("not valid YAML"));
+    CHECK(e.line() == 3);
+    CHECK_THAT(e.what(), Catch::Contains("not valid YAML (column 13): illegal map value"));
   }
+}
+
+TEST_CASE("settings remember the policy file they came from", "[config]") {
+  auto path = policy_file("cache:\n  max_plans: 3\n");
+  CHECK(gradd::load_settings(path).source == path);
+  CHECK(gradd::settings{}.source.empty());
+}
+
+TEST_CASE("an error's what() is file, line, key and reason", "[config]") {
+  gradd::config_error e("p.yaml", 4, "cache.max_plans", "too many");
+  CHECK(std::string(e.what()) == "gradd: p.yaml:4: key 'cache.max_plans': too many");
+  CHECK(e.reason() == "too many");
+  CHECK(std::string(gradd::config_error("p.yaml", 0, "", "gone").what()) == "gradd: p.yaml: gone");
 }
 
 TEST_CASE("GRADD_CONFIG names the default policy", "[config]") {
@@ -138,7 +144,23 @@ TEST_CASE("GRADD_CONFIG names the default policy", "[config]") {
   auto s = gradd::default_settings();
   ::unsetenv("GRADD_CONFIG");
   CHECK(s.cache.max_plans == 3);
+  CHECK(s.source == path);
   CHECK(gradd::default_settings().cache.max_plans == 256);
+}
+
+TEST_CASE("a bad GRADD_CONFIG policy says where it was named", "[config]") {
+  auto path = policy_file("cache:\n  max_plans: none\n");
+  ::setenv("GRADD_CONFIG", path.c_str(), 1);
+  try {
+    gradd::default_settings();
+    FAIL("no error");
+  } catch (const gradd::config_error& e) {
+    CHECK(e.file() == path);
+    CHECK(e.line() == 2);
+    CHECK(e.key() == "cache.max_plans");
+    CHECK_THAT(e.what(), Catch::EndsWith("got 'none' (the policy GRADD_CONFIG names)"));
+  }
+  ::unsetenv("GRADD_CONFIG");
 }
 
 TEST_CASE("the example policy and the README document every key with its default",
