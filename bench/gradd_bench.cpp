@@ -4,7 +4,11 @@
 //   gradd-bench --model {mlp,deep-mlp,convnet,lstm,transformer}
 //               --device {cpu,cuda} --mode {eager,gradd,both}
 //               --iters N --warmup W [--config FILE] [--structures {fixed,sweep}]
-//               [--dump-ir DIR] [--grad-ready-times]
+//               [--dump-ir DIR] [--grad-ready-times] [--help]
+//
+// A flag takes its value as the next argument or after '=', and may be
+// given once; anything else is refused with the usage and exit code 2, as is
+// a bad policy (--config, or $GRADD_CONFIG without it).
 //
 // Each iteration runs a fresh forward pass and times only its backward (CUDA
 // synchronized on both sides). `--mode both` interleaves the engines
@@ -36,6 +40,8 @@
 #include <map>
 #include <optional>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -46,17 +52,26 @@ struct options {
   int iters = 200;
   int warmup = 20;
   std::string structures = "fixed";
-  gradd::settings policy = gradd::default_settings();
+  gradd::settings policy;
   bool grad_ready_times = false;
 };
 
 constexpr int sweep_structures = 4;
 
+const char* const usage =
+    "usage: gradd-bench [--model {mlp,deep-mlp,convnet,lstm,transformer}] [--device {cpu,cuda}]\n"
+    "                   [--mode {eager,gradd,both}] [--iters N] [--warmup W] [--config FILE]\n"
+    "                   [--structures {fixed,sweep}] [--dump-ir DIR] [--grad-ready-times]\n"
+    "A flag's value follows it (--iters 50) or an '=' (--iters=50); each flag once.\n"
+    "Without --config the policy comes from $GRADD_CONFIG, or is the default one.\n";
+
+/// The flags that take a value; --grad-ready-times is the one that takes none.
+const std::vector<std::string> value_flags{"--model",   "--device", "--mode",
+                                           "--iters",   "--warmup", "--config",
+                                           "--structures", "--dump-ir"};
+
 [[noreturn]] void usage_error(const std::string& message) {
-  std::cerr << "gradd-bench: " << message << "\n"
-            << "usage: gradd-bench --model {mlp,deep-mlp,convnet,lstm,transformer} "
-               "--device {cpu,cuda} --mode {eager,gradd,both} --iters N --warmup W "
-               "[--config FILE] [--structures {fixed,sweep}] [--dump-ir DIR] [--grad-ready-times]\n";
+  std::cerr << "gradd-bench: " << message << "\n" << usage;
   std::exit(2);
 }
 
@@ -81,51 +96,76 @@ void require_choice(const std::string& flag, const std::string& value,
   usage_error(flag + " '" + value + "' is not one of: " + known);
 }
 
-options parse(int argc, char** argv) {
-  options o;
-  std::optional<std::string> dump_dir;
+/// Each flag given, with its value ("" for --grad-ready-times); exits on
+/// --help and on anything malformed.
+std::map<std::string, std::string> flags_of(int argc, char** argv) {
+  std::map<std::string, std::string> given;
   for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (flag == "--grad-ready-times") {
-      o.grad_ready_times = true;
-      continue;
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::cout << usage;
+      std::exit(0);
     }
-    if (i + 1 >= argc)
+    if (arg.rfind("-", 0) != 0)
+      usage_error("unexpected argument '" + arg + "'");
+    auto equals = arg.find('=');
+    auto flag = arg.substr(0, equals);
+    bool takes_value =
+        std::find(value_flags.begin(), value_flags.end(), flag) != value_flags.end();
+    if (!takes_value && flag != "--grad-ready-times")
+      usage_error("unknown option '" + flag + "'");
+    if (given.count(flag) > 0)
+      usage_error(flag + " given twice");
+    if (!takes_value && equals != std::string::npos)
+      usage_error(flag + " takes no value");
+    std::string value;
+    if (equals != std::string::npos)
+      value = arg.substr(equals + 1);
+    else if (takes_value && i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0)
+      value = argv[++i];
+    if (takes_value && value.empty())
       usage_error(flag + " needs a value");
-    std::string value = argv[++i];
-    if (flag == "--model")
-      o.model = value;
-    else if (flag == "--device")
-      o.device = value;
-    else if (flag == "--mode")
-      o.mode = value;
-    else if (flag == "--iters")
-      o.iters = positive_int(flag, value, 1);
-    else if (flag == "--warmup")
-      o.warmup = positive_int(flag, value, 0);
-    else if (flag == "--structures")
-      o.structures = value;
-    else if (flag == "--dump-ir")
-      dump_dir = value;
-    else if (flag == "--config") {
-      try {
-        o.policy = gradd::load_settings(value);
-      } catch (const gradd::config_error& e) {
-        std::cerr << e.what() << "\n";
-        std::exit(2);
-      }
-    }
-    else
-      usage_error("unknown argument '" + flag + "'");
+    given[flag] = value;
   }
+  return given;
+}
+
+/// The policy of --config, else of $GRADD_CONFIG, else the default; exits
+/// on a bad one. GRADD_CONFIG is not read when --config is given.
+gradd::settings policy_of(const std::map<std::string, std::string>& given) {
+  try {
+    auto config = given.find("--config");
+    return config != given.end() ? gradd::load_settings(config->second)
+                                 : gradd::default_settings();
+  } catch (const gradd::config_error& e) {
+    std::cerr << e.what() << "\n";
+    std::exit(2);
+  }
+}
+
+options parse(int argc, char** argv) {
+  auto given = flags_of(argc, argv);
+  auto value = [&](const std::string& flag, std::string fallback) {
+    auto found = given.find(flag);
+    return found != given.end() ? found->second : fallback;
+  };
+  options o;
+  o.model = value("--model", o.model);
+  o.device = value("--device", o.device);
+  o.mode = value("--mode", o.mode);
+  o.structures = value("--structures", o.structures);
+  o.iters = positive_int("--iters", value("--iters", std::to_string(o.iters)), 1);
+  o.warmup = positive_int("--warmup", value("--warmup", std::to_string(o.warmup)), 0);
+  o.grad_ready_times = given.count("--grad-ready-times") > 0;
   require_choice("--model", o.model, gradd::models::model_names());
   require_choice("--device", o.device, {"cpu", "cuda"});
-  if (dump_dir)
-    o.policy.logging.ir_dump_dir = *dump_dir;
   require_choice("--mode", o.mode, {"eager", "gradd", "both"});
   require_choice("--structures", o.structures, {"fixed", "sweep"});
   if (o.structures == "sweep" && o.model != "mlp" && o.model != "deep-mlp")
     usage_error("--structures sweep needs --model mlp or deep-mlp");
+  o.policy = policy_of(given);
+  if (given.count("--dump-ir") > 0)
+    o.policy.logging.ir_dump_dir = given["--dump-ir"];
   if (o.device == "cuda" && !torch::cuda::is_available())
     usage_error("--device cuda, but CUDA is not available on this machine");
   return o;
@@ -253,10 +293,8 @@ summary summarize(std::vector<double> times) {
   return {at(0.5), at(0.9)};
 }
 
-} // namespace
-
-int main(int argc, char** argv) {
-  auto o = parse(argc, argv);
+/// Runs the benchmark `o` describes and prints its JSON line.
+int run(const options& o) {
   torch::Device device = o.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   bool sweep = o.structures == "sweep";
   auto model = gradd::models::make_model(o.model, device, torch::kFloat32,
@@ -337,4 +375,20 @@ int main(int argc, char** argv) {
   }
   std::printf("}\n");
   return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  // Nothing escapes as terminate(): a policy refused at enable (say, an
+  // unwritable --dump-ir folder) or a libtorch error ends with its message.
+  try {
+    return run(parse(argc, argv));
+  } catch (const gradd::config_error& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "gradd-bench: " << e.what() << "\n";
+    return 1;
+  }
 }

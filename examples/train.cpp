@@ -32,11 +32,22 @@ struct trainer {
   torch::optim::Adam optimizer;
 };
 
-} // namespace
+/// The number of steps in `text`; exits with a message if it is not one.
+int steps_of(const std::string& text) {
+  try {
+    size_t used = 0;
+    int n = std::stoi(text, &used);
+    if (used == text.size() && n >= 1)
+      return n;
+  } catch (const std::exception&) {
+  }
+  std::cerr << "gradd_train: steps must be an integer >= 1, got '" << text << "'\n"
+            << "usage: gradd_train [model] [steps]\n";
+  std::exit(2);
+}
 
-int main(int argc, char** argv) {
-  const std::string model_name = argc > 1 ? argv[1] : "mlp";
-  const int steps = argc > 2 ? std::atoi(argv[2]) : 60;
+int train(const std::string& model_name, int steps) {
+  auto policy = gradd::default_settings();  // $GRADD_CONFIG, or the defaults
   trainer stock(model_name);
   trainer served(model_name);
 
@@ -44,9 +55,8 @@ int main(int argc, char** argv) {
               steps);
   std::printf("%6s %14s %14s\n", "step", "stock loss", "gradd loss");
   bool agree = true;
-  // gradd serves the whole run (policy from $GRADD_CONFIG or the defaults);
-  // the stock engine's steps step out of it.
-  gradd::enable_guard on;
+  // gradd serves the whole run; the stock engine's steps step out of it.
+  gradd::enable_guard on{policy};
   for (int i = 0; i < steps; ++i) {
     float stock_loss;
     {
@@ -72,4 +82,24 @@ int main(int argc, char** argv) {
   }
   std::cout << "the loss curves agree bitwise\n";
   return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 3) {
+    std::cerr << "usage: gradd_train [model] [steps]\n";
+    return 2;
+  }
+  // A bad policy ($GRADD_CONFIG) or model name ends with its message, not
+  // in terminate().
+  try {
+    return train(argc > 1 ? argv[1] : "mlp", argc > 2 ? steps_of(argv[2]) : 60);
+  } catch (const gradd::config_error& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "gradd_train: " << e.what() << "\n";
+    return 1;
+  }
 }

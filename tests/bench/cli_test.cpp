@@ -1,0 +1,120 @@
+// gradd-bench's command line, run as a child process: usage, refusals and
+// policies, each with its exit code and message, within a time bound.
+
+#include "child_process.hpp"
+#include "config/policy_files.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace {
+
+/// Runs gradd-bench with `args`, in this environment without GRADD_CONFIG
+/// and with `env` added, for at most `bound`.
+gradd::test::child_result run_bench(std::vector<std::string> args,
+                                    std::vector<std::string> env = {},
+                                    std::chrono::seconds bound = std::chrono::seconds(120)) {
+  args.insert(args.begin(), GRADD_BENCH_PATH);
+  env.insert(env.begin(), "GRADD_CONFIG");
+  return gradd::test::run_child(args, bound, env);
+}
+
+} // namespace
+
+TEST_CASE("gradd-bench refuses a bad command line with exit code 2 and says why",
+          "[bench][cli]") {
+  struct refused {
+    std::vector<std::string> args;
+    const char* says;
+  };
+  auto policy = gradd::test::policy_file("compile:\n  mode: sync\n");
+  const refused cases[] = {
+      {{"--bogus"}, "gradd-bench: unknown option '--bogus'\n"},
+      {{"--bogus=3"}, "unknown option '--bogus'"},
+      {{"-x"}, "unknown option '-x'"},
+      {{"mlp"}, "unexpected argument 'mlp'"},
+      {{"--iters"}, "--iters needs a value"},
+      {{"--iters="}, "--iters needs a value"},
+      {{"--iters", "--warmup", "3"}, "--iters needs a value"},
+      {{"--iters", "abc"}, "--iters wants an integer >= 1, got 'abc'"},
+      {{"--iters=0"}, "--iters wants an integer >= 1, got '0'"},
+      {{"--warmup", "99999999999"}, "--warmup wants an integer >= 0, got '99999999999'"},
+      {{"--iters", "3", "--iters=4"}, "--iters given twice"},
+      {{"--grad-ready-times", "--grad-ready-times"}, "--grad-ready-times given twice"},
+      {{"--grad-ready-times=yes"}, "--grad-ready-times takes no value"},
+      {{"--model=resnet"}, "--model 'resnet' is not one of: "},
+      {{"--config", policy, "--config", policy}, "--config given twice"},
+  };
+  for (const auto& c : cases) {
+    INFO("gradd-bench " << Catch::Detail::stringify(c.args));
+    auto r = run_bench(c.args);
+    INFO(r.err);
+    CHECK(r.exited(2));
+    CHECK_THAT(r.err, Catch::Contains(c.says));
+    CHECK_THAT(r.err, Catch::Contains("usage: gradd-bench"));
+    CHECK(r.out.empty());
+  }
+}
+
+TEST_CASE("gradd-bench --help and -h print the usage and exit 0", "[bench][cli]") {
+  for (const char* flag : {"--help", "-h"}) {
+    INFO(flag);
+    auto r = run_bench({"--iters", "5", flag, "--bogus"});
+    CHECK(r.exited(0));
+    CHECK_THAT(r.out, Catch::StartsWith("usage: gradd-bench"));
+    CHECK_THAT(r.out, Catch::Contains("--iters=50"));
+    CHECK(r.err.empty());
+  }
+}
+
+TEST_CASE("gradd-bench reports a bad policy, from --config or GRADD_CONFIG, with exit code 2",
+          "[bench][cli]") {
+  auto folder = gradd::test::scratch_folder();
+  auto fifo = (folder / "policy.fifo").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto bad = gradd::test::policy_file("compile:\n  mode: fast\n");
+  struct refused {
+    std::vector<std::string> args;
+    std::vector<std::string> env;
+    std::string says;
+  };
+  const refused cases[] = {
+      {{"--config", "/no/such/policy.yaml"}, {},
+       "gradd: /no/such/policy.yaml: cannot open the file: No such file or directory\n"},
+      {{"--config", folder.string()}, {}, "is a directory, not a regular file"},
+      {{"--config=" + fifo}, {}, "is a FIFO (named pipe), not a regular file"},
+      {{"--config", "/proc/self/mem"}, {}, "cannot read the file: Input/output error"},
+      {{"--config", bad}, {}, bad + ":2: key 'compile.mode': expected one of async, sync"},
+      {{}, {"GRADD_CONFIG=/no/such/policy.yaml"},
+       "cannot open the file: No such file or directory (the policy GRADD_CONFIG names)"},
+      {{}, {"GRADD_CONFIG=" + folder.string()}, "is a directory, not a regular file"},
+      {{}, {"GRADD_CONFIG=" + bad}, bad + ":2: key 'compile.mode'"},
+  };
+  for (const auto& c : cases) {
+    INFO("gradd-bench " << Catch::Detail::stringify(c.args) << " with "
+                        << Catch::Detail::stringify(c.env));
+    auto r = run_bench(c.args, c.env, std::chrono::seconds(60));
+    INFO(r.err);
+    CHECK(r.exited(2));
+    CHECK_THAT(r.err, Catch::Contains(c.says));
+    CHECK(r.out.empty());
+  }
+}
+
+TEST_CASE("with --config, gradd-bench does not read GRADD_CONFIG", "[bench][cli]") {
+  auto good = gradd::test::policy_file("compile:\n  mode: sync\n");
+  auto r = run_bench({"--config=" + good, "--model=mlp", "--mode", "gradd", "--iters=2",
+                      "--warmup=0"},
+                     {"GRADD_CONFIG=/no/such/policy.yaml"});
+  INFO(r.err);
+  CHECK(r.exited(0));
+  CHECK_THAT(r.out, Catch::StartsWith(
+                        "{\"model\": \"mlp\", \"device\": \"cpu\", \"mode\": \"gradd\""));
+  // sync mode: the plan serves every timed backward
+  CHECK_THAT(r.out, Catch::Contains("\"plan_backwards\": 2"));
+}
