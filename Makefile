@@ -3,10 +3,11 @@
 
 BUILD ?= build
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
-LAUNCHER := $(shell command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# Expanded when used, after `deps` may have installed ccache.
+LAUNCHER = $(shell command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: deps configure build demo test consumer bench clean
+.PHONY: deps configure build demo test consumer sanitize bench clean
 
 deps:
 	@scripts/install_deps.sh
@@ -35,6 +36,16 @@ consumer: configure
 	  $(LAUNCHER) -DCMAKE_PREFIX_PATH=$(abspath $(BUILD))/install >/dev/null
 	@cmake --build $(BUILD)/consumer
 	$(BUILD)/consumer/gradd_consumer
+
+# The suite under AddressSanitizer (with LeakSanitizer) and
+# UndefinedBehaviorSanitizer: gradd, its tests and their child programs are
+# instrumented, libtorch is not. Not in CI (a second full build).
+SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+sanitize: deps
+	@test -f build-asan/CMakeCache.txt || cmake -S . -B build-asan -G "$(GENERATOR)" \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="$(SANITIZE_FLAGS)" $(LAUNCHER)
+	@cmake --build build-asan -j $$(nproc) --target gradd_tests
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 build-asan/gradd_tests
 
 bench: build
 	$(BUILD)/gradd-bench --model deep-mlp --device cpu --mode both

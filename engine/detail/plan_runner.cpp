@@ -10,6 +10,7 @@
 
 #include "engine/detail/plan_runner.hpp"
 
+#include "engine/detail/plan_trace.hpp"
 #include "engine/detail/stock_steps.hpp"
 
 #include <c10/core/StreamGuard.h>
@@ -98,6 +99,7 @@ bool sequence_order_holds(const compiler::plan& p, const std::vector<Node*>& nod
 void run_plan(const compiler::plan& p, const std::vector<Node*>& nodes,
               torch::autograd::GraphTask& task) {
   const bool keep_graph = task.keep_graph_;
+  auto& trace = mutable_plan_trace();
   std::vector<InputBuffer> buffers;
   buffers.reserve(p.steps.size());
   for (size_t s = 0; s < p.steps.size(); ++s)
@@ -116,6 +118,7 @@ void run_plan(const compiler::plan& p, const std::vector<Node*>& nodes,
         continue;
     }
 
+    ++trace.node_calls;
     auto outputs = call_node(fn, std::move(inputs.buffer), keep_graph);
     if (!keep_graph)
       fn.release_variables();
@@ -138,6 +141,7 @@ void run_plan(const compiler::plan& p, const std::vector<Node*>& nodes,
       target.add(r.input_nr, std::move(outputs[i]), stream, next->stream(), next);
     }
   }
+  ++trace.runs;
 }
 
 } // namespace gradd::engine::detail

@@ -5,6 +5,8 @@
 
 #include <torch/csrc/autograd/engine.h>
 
+#include <cmath>
+
 namespace {
 
 using gradd::test::check_against_stock;
@@ -236,4 +238,20 @@ TEST_CASE("plans give the stock engine's gradients bitwise on CUDA", "[engine][c
   }
   run_all(torch::kCUDA, torch::kFloat32);
   run_all(torch::kCUDA, torch::kFloat64);
+}
+
+TEST_CASE("the oracle tells -0.0 from 0.0 and holds NaN gradients", "[engine]") {
+  // -0.0 * 1 = -0.0: a gradient of negative zeros; sqrt'(0) * 0 = NaN.
+  auto x = torch::tensor({0.0, 1.0, 4.0}, torch::kFloat32).requires_grad_();
+  auto z = torch::ones({3}, torch::kFloat32).requires_grad_();
+  auto s = check_against_stock({x, z}, [&] {
+    (z * -0.0f).sum().backward();
+    (x.sqrt() * torch::tensor({0.0f, 1.0f, 1.0f})).sum().backward();
+    return std::vector<Tensor>{};
+  });
+  CHECK(s.plan_backwards == 4);
+  CHECK(std::isnan(x.grad()[0].item<float>()));
+  CHECK(std::signbit(z.grad()[0].item<float>()));
+  CHECK(!torch::equal(gradd::test::bits_of(torch::tensor({-0.0f})),
+                      gradd::test::bits_of(torch::tensor({0.0f}))));
 }

@@ -47,7 +47,7 @@ TEST_CASE("anomaly mode runs on the stock engine", "[engine][fallback]") {
   auto s = check_against_stock(p, [&] {
     torch::mv(p[0], p[1]).sum().backward();
     return std::vector<Tensor>{};
-  });
+  }, 2, gradd::test::served_by::stock_engine);
   CHECK(s.eager_for(fallback_reason::anomaly_mode) == 2);
 }
 
@@ -99,7 +99,7 @@ TEST_CASE("nested tensors run on the stock engine, or raise if the policy says s
     torch::nested::to_padded_tensor(nested, 0).sum().backward();
     return std::vector<Tensor>{};
   };
-  auto s = check_against_stock({a, b}, step);
+  auto s = check_against_stock({a, b}, step, 2, gradd::test::served_by::stock_engine);
   CHECK(s.eager_for(fallback_reason::nested_tensor) == 2);
   CHECK(s.plan_backwards == 0);
 

@@ -3,6 +3,7 @@
 // Helpers that run one backward on the stock engine and under gradd and
 // compare what they produced, bitwise.
 
+#include "engine/detail/plan_trace.hpp"
 #include "engine/gradd.hpp"
 
 #include <catch2/catch.hpp>
@@ -35,39 +36,80 @@ inline void clear_grads(const std::vector<torch::Tensor>& tensors) {
     t.mutable_grad() = torch::Tensor();
 }
 
-/// Returns clones of the tensors' `.grad` (undefined stays undefined).
+/// A copy of `t` as it lies in memory: its whole storage copied, viewed
+/// with the same sizes, strides and storage offset (a clone would make it
+/// dense and move it to offset 0).
+inline torch::Tensor exact_copy(const torch::Tensor& t) {
+  auto bytes = static_cast<int64_t>(t.storage().nbytes());
+  auto as_bytes = t.options().dtype(torch::kUInt8);
+  auto source = torch::empty({0}, as_bytes).set_(t.storage(), 0, {bytes}, {1});
+  auto copy = torch::empty({bytes}, as_bytes).copy_(source);
+  return torch::empty({0}, t.options()).set_(copy.storage(), t.storage_offset(), t.sizes(),
+                                             t.strides());
+}
+
+/// Exact copies of the tensors' `.grad` (undefined stays undefined).
 inline std::vector<torch::Tensor> grads_of(const std::vector<torch::Tensor>& tensors) {
   std::vector<torch::Tensor> grads;
   for (const auto& t : tensors)
-    grads.push_back(t.grad().defined() ? t.grad().clone(at::MemoryFormat::Preserve)
-                                       : torch::Tensor());
+    grads.push_back(t.grad().defined() ? exact_copy(t.grad()) : torch::Tensor());
   return grads;
 }
 
-/// Checks that two lists of tensors are equal element by element, bitwise,
-/// with undefined matching undefined only.
+/// The elements of `t` as integers of their width, on the CPU: equal bits
+/// compare equal (a NaN equals itself), different bits do not (-0.0 is not
+/// 0.0).
+inline torch::Tensor bits_of(const torch::Tensor& t) {
+  auto cpu = t.cpu();
+  if (cpu.is_complex())
+    cpu = torch::view_as_real(cpu);
+  switch (cpu.element_size()) {
+    case 1: return cpu.view(torch::kUInt8);
+    case 2: return cpu.view(torch::kInt16);
+    case 4: return cpu.view(torch::kInt32);
+    default: return cpu.view(torch::kInt64);
+  }
+}
+
+/// Checks that two tensors are the same bits in the same layout: dtype,
+/// device, sizes, strides, storage offset and every element's bits; an
+/// undefined tensor matches an undefined one only.
+inline void require_bitwise_equal(const torch::Tensor& expected, const torch::Tensor& actual) {
+  REQUIRE(expected.defined() == actual.defined());
+  if (!expected.defined())
+    return;
+  REQUIRE(expected.dtype() == actual.dtype());
+  REQUIRE(expected.device() == actual.device());
+  REQUIRE(expected.layout() == actual.layout());
+  REQUIRE(expected.sizes() == actual.sizes());
+  REQUIRE(expected.strides() == actual.strides());
+  REQUIRE(expected.storage_offset() == actual.storage_offset());
+  REQUIRE(torch::equal(bits_of(expected), bits_of(actual)));
+}
+
+/// require_bitwise_equal, element by element of two lists.
 inline void require_bitwise_equal(const std::vector<torch::Tensor>& expected,
                                   const std::vector<torch::Tensor>& actual) {
   REQUIRE(expected.size() == actual.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     INFO("tensor " << i);
-    REQUIRE(expected[i].defined() == actual[i].defined());
-    if (!expected[i].defined())
-      continue;
-    REQUIRE(expected[i].sizes() == actual[i].sizes());
-    REQUIRE(expected[i].strides() == actual[i].strides());
-    REQUIRE(expected[i].dtype() == actual[i].dtype());
-    REQUIRE(torch::equal(expected[i].cpu(), actual[i].cpu()));
+    require_bitwise_equal(expected[i], actual[i]);
   }
 }
+
+/// Who a case expects to serve its backwards under gradd.
+enum class served_by { plan, stock_engine };
 
 /// Runs `step` (which computes and back-propagates a fresh forward pass)
 /// on the stock engine, then `runs` times under gradd, starting each run
 /// from the same `.grad` state; requires bitwise-equal `.grad` of `leaves`
-/// and equal return values. Returns the statistics of the gradd runs.
+/// and equal return values, and that plans ran (or, for `stock_engine`,
+/// none did) as the plan trace shows, agreeing with the statistics.
+/// Returns the statistics of the gradd runs.
 inline statistics check_against_stock(
     const std::vector<torch::Tensor>& leaves,
-    const std::function<std::vector<torch::Tensor>()>& step, int runs = 2) {
+    const std::function<std::vector<torch::Tensor>()>& step, int runs = 2,
+    served_by expected = served_by::plan) {
   auto initial = grads_of(leaves);
   auto restore = [&] {
     for (size_t i = 0; i < leaves.size(); ++i) {
@@ -87,10 +129,21 @@ inline statistics check_against_stock(
     INFO("gradd run " << r);
     restore();
     std::vector<torch::Tensor> result;
+    auto trace_before = engine::detail::plan_trace_of_this_thread();
+    auto plans_before = stats().plan_backwards;
     {
       enable_guard on{sync_settings()};
       result = step();
     }
+    // Who served it, as the trace shows, not only as the statistics say.
+    const auto& trace = engine::detail::plan_trace_of_this_thread();
+    if (expected == served_by::plan) {
+      REQUIRE(trace.runs > trace_before.runs);
+      REQUIRE(trace.node_calls > trace_before.node_calls);
+    } else {
+      REQUIRE(trace.runs == trace_before.runs);
+    }
+    REQUIRE(trace.runs - trace_before.runs == stats().plan_backwards - plans_before);
     require_bitwise_equal(stock_grads, grads_of(leaves));
     require_bitwise_equal(stock_result, result);
   }
