@@ -48,8 +48,14 @@ const std::vector<pass_info>& pass_table();
 /// The names of the default pipeline, comma-separated.
 std::string default_pipeline();
 
-/// Finds a pass by name; throws std::invalid_argument listing the known
-/// names if there is none.
+/// Finds a pass by name, in pass_table() and among the registered ones;
+/// throws std::invalid_argument listing the known names if there is none.
 const pass_info& find_pass(const std::string& name);
+
+/// Adds a pass of the program's own that pipelines may then name
+/// (`passes.pipeline`). `info.name` and `info.summary` must outlive the
+/// process (string literals). Thread-safe; throws std::invalid_argument if
+/// the name is taken. Registered passes cannot be removed.
+void register_pass(const pass_info& info);
 
 } // namespace gradd::compiler

@@ -2,6 +2,7 @@
 
 #include "engine/gradd.hpp"
 
+#include "config/usable.hpp"
 #include "engine/detail/engine_state.hpp"
 #include "engine/detail/lifecycle.hpp"
 
@@ -17,6 +18,12 @@ using engine::detail::current_mode;
 using engine::detail::engine_state;
 using engine::detail::open_scope;
 using engine::detail::set_mode;
+
+/// `config`, shared, once check_usable found it usable.
+std::shared_ptr<const settings> usable(const settings& config) {
+  check_usable(config);
+  return std::make_shared<const settings>(config);
+}
 
 } // namespace
 
@@ -49,7 +56,7 @@ std::ostream& operator<<(std::ostream& out, const statistics& s) {
 }
 
 void enable(const settings& config) {
-  set_mode({true, true, std::make_shared<const settings>(config)});
+  set_mode({true, true, usable(config)});
 }
 
 void enable(const std::string& config_path) {
@@ -88,7 +95,7 @@ bool wait_for_compiles(std::chrono::milliseconds timeout) {
 }
 
 enable_guard::enable_guard(const settings& config)
-    : scope_(open_scope({true, true, std::make_shared<const settings>(config)})) {}
+    : scope_(open_scope({true, true, usable(config)})) {}
 
 enable_guard::enable_guard(const std::string& config_path)
     : enable_guard(load_settings(config_path)) {}

@@ -96,7 +96,8 @@ struct graph_statistics {
 
 /// Enables gradd for the whole process with `config`, replacing the settings
 /// of an earlier enable() (inside a guard: the guard's scope), and starts its
-/// compile pipeline.
+/// compile pipeline. Throws config_error, changing nothing, if `config`
+/// cannot be used (logging.ir_dump_dir not a folder gradd can write in).
 void enable(const settings& config = default_settings());
 
 /// Enables gradd with the policy file at `config_path` (see load_settings).

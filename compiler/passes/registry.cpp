@@ -5,6 +5,9 @@
 
 #include "compiler/passes/hook_moves.hpp"
 
+#include <deque>
+#include <mutex>
+#include <shared_mutex>
 #include <stdexcept>
 
 namespace gradd::compiler {
@@ -19,6 +22,25 @@ std::unique_ptr<pass> asap(const char* name, op_selector ops) {
 
 std::unique_ptr<pass> alap(const char* name, op_selector ops, bool reverse) {
   return std::make_unique<passes::move_before_user_pass>(name, ops, reverse);
+}
+
+/// Passes registered by the program: a deque, so that a reference
+/// find_pass returned stays valid while others are added.
+struct registered_passes {
+  std::shared_mutex mutex;
+  std::deque<pass_info> passes;
+};
+
+registered_passes& registered() {
+  static auto* passes = new registered_passes;  // never destroyed: compiles run at exit
+  return *passes;
+}
+
+const pass_info* built_in(const std::string& name) {
+  for (const auto& p : pass_table())
+    if (name == p.name)
+      return &p;
+  return nullptr;
 }
 
 } // namespace
@@ -66,13 +88,30 @@ std::string default_pipeline() {
 }
 
 const pass_info& find_pass(const std::string& name) {
+  if (const auto* p = built_in(name))
+    return *p;
+  auto& r = registered();
+  std::shared_lock lock(r.mutex);
   std::string known;
-  for (const auto& p : pass_table()) {
+  for (const auto& p : pass_table())
+    known += (known.empty() ? "" : ", ") + std::string(p.name);
+  for (const auto& p : r.passes) {
     if (name == p.name)
       return p;
-    known += (known.empty() ? "" : ", ") + std::string(p.name);
+    known += ", " + std::string(p.name);
   }
   throw std::invalid_argument("unknown pass '" + name + "' (known: " + known + ")");
+}
+
+void register_pass(const pass_info& info) {
+  auto& r = registered();
+  std::unique_lock lock(r.mutex);
+  bool taken = built_in(info.name) != nullptr;
+  for (const auto& p : r.passes)
+    taken = taken || std::string(info.name) == p.name;
+  if (taken)
+    throw std::invalid_argument(std::string("a pass named '") + info.name + "' exists");
+  r.passes.push_back(info);
 }
 
 } // namespace gradd::compiler

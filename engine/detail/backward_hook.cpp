@@ -47,6 +47,21 @@ bool is_unsupported(fallback_reason reason) {
   }
 }
 
+// Note [Policy changes and cached plans]
+// Plans stay cached across disable/enable and across policy changes: a
+// guard that steps out for one backward, or a scope with other fallback or
+// logging settings, must not throw compiled work away. But a plan is the
+// product of the passes that ran on its graph, so a policy with other passes
+// (passes.pipeline, passes.gradient_ready) must not be served by it. Those
+// settings are part of the structural key: under other passes a structure
+// is another variant, compiled for them, and the first policy's plans are
+// there again when it comes back (until the LRU cache evicts them).
+
+/// The part of `s` that shapes a plan, as one key word.
+uint64_t plan_variant(const settings& s) {
+  return std::hash<std::string>{}(s.passes.pipeline) * 2 + (s.passes.gradient_ready ? 1 : 0);
+}
+
 /// Walk storage of this thread, one per nesting level of backward-in-backward.
 class walk_scope {
 public:
@@ -103,7 +118,8 @@ private:
 
     walk_scope scope;
     walk_ = &*scope;
-    walk_graph(*root_, outputs_, task_.keep_graph_, accumulate_grad_, *walk_);
+    walk_graph(*root_, outputs_, task_.keep_graph_, accumulate_grad_, plan_variant(*config_),
+               *walk_);
     auto found = find();
     if (found.ready) {
       state_.stats.cache_hits.fetch_add(1, std::memory_order_relaxed);

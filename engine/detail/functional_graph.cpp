@@ -73,7 +73,7 @@ functional_graph read_functional_graph(const std::shared_ptr<Node>& root,
     throw_capture_error("anomaly mode is on");
 
   functional_graph g;
-  walk_graph(*root, outputs, task.keep_graph_, accumulate_grad, g.walk);
+  walk_graph(*root, outputs, task.keep_graph_, accumulate_grad, /*plan_variant=*/0, g.walk);
   auto captured = capture_graph(g.walk, task, outputs, accumulate_grad);
   g.ir = std::move(captured.ir);
   compiler::mark_needed_nodes(g.ir);

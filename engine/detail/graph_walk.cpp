@@ -126,7 +126,7 @@ void add_hook_types(Node& n, std::vector<uint64_t>& words) {
 } // namespace
 
 void walk_graph(Node& root, const std::vector<torch::autograd::Edge>& outputs, bool keep_graph,
-                bool accumulate_grad, graph_walk& out) {
+                bool accumulate_grad, uint64_t plan_variant, graph_walk& out) {
   thread_local node_index index;
   thread_local std::vector<uint32_t> stack;
   index.clear();
@@ -185,6 +185,7 @@ void walk_graph(Node& root, const std::vector<torch::autograd::Edge>& outputs, b
     out.output_nodes.push_back(i);
     words.push_back(uint64_t{i} << 32 | e.input_nr);
   }
+  words.push_back(plan_variant);
   out.key.seal();
 }
 

@@ -30,8 +30,10 @@ struct graph_walk {
   structural_key key;
 };
 
-/// Walks the graph under `root` into `out`, reusing its storage.
+/// Walks the graph under `root` into `out`, reusing its storage. The key
+/// ends with `plan_variant`: what of the policy shapes a plan (Note [Policy
+/// changes and cached plans], backward_hook.cpp).
 void walk_graph(torch::autograd::Node& root, const std::vector<torch::autograd::Edge>& outputs,
-                bool keep_graph, bool accumulate_grad, graph_walk& out);
+                bool keep_graph, bool accumulate_grad, uint64_t plan_variant, graph_walk& out);
 
 } // namespace gradd::engine::detail

@@ -2,6 +2,10 @@
 
 #include "engine/grad_check.hpp"
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <thread>
 
@@ -272,4 +276,44 @@ TEST_CASE("a compile over compile.timeout_ms is cut short and its policy applies
     CHECK(s.compiles == 2);
     CHECK(s.captures == 2);
   }
+}
+
+TEST_CASE("an unusable ir_dump_dir is refused at enable, changing nothing", "[engine][api]") {
+  auto file = std::filesystem::temp_directory_path()
+              / ("gradd_not_a_folder_" + std::to_string(::getpid()));
+  std::ofstream(file) << "a file";
+  auto s = gradd::test::sync_settings();
+  s.logging.ir_dump_dir = (file / "under_a_file").string();
+  CHECK_THROWS_AS(gradd::enable(s), gradd::config_error);
+  CHECK(!gradd::is_enabled());
+  CHECK_THROWS_AS(gradd::enable_guard{s}, gradd::config_error);
+  CHECK(!gradd::is_enabled());
+  s.logging.ir_dump_dir = file.string();
+  CHECK_THROWS_WITH(gradd::enable(s), Catch::Contains("logging.ir_dump_dir"));
+  std::filesystem::remove(file);
+}
+
+TEST_CASE("plans survive a policy change unless its passes differ", "[engine][api]") {
+  gradd::reset();
+  {
+    gradd::enable_guard on{gradd::test::sync_settings()};
+    chain_backward(6);
+  }
+  {
+    auto other_logging = gradd::test::sync_settings();
+    other_logging.logging.level = gradd::log_level::error;
+    gradd::enable_guard on{other_logging};
+    chain_backward(6);  // the same plan
+  }
+  CHECK(gradd::stats().compiles == 1);
+  {
+    auto other_passes = gradd::test::sync_settings();
+    other_passes.passes.pipeline = "dce";
+    gradd::enable_guard on{other_passes};
+    chain_backward(6);  // compiled again, for these passes
+  }
+  auto s = gradd::stats();
+  CHECK(s.compiles == 2);
+  CHECK(s.plan_backwards == 3);
+  CHECK(s.plans == 2);
 }

@@ -104,9 +104,11 @@ TEST_CASE("with gradient-ready scheduling no gradient is ready later than on the
       gradd::enable_guard on{gradd::test::sync_settings()};
       CHECK(readiness(*m) == stock);  // without the pass: the stock engine's order
     }
+    // Other passes, another plan (Note [Policy changes and cached plans]).
     gradd::enable_guard on{gradient_ready_settings()};
     auto scheduled = readiness(*m);
     REQUIRE(gradd::stats().plan_backwards == 2);
+    REQUIRE(gradd::stats().compiles == 2);
     REQUIRE(scheduled.size() == stock.size());
     int earlier = 0;
     for (size_t i = 0; i < stock.size(); ++i) {
@@ -115,6 +117,8 @@ TEST_CASE("with gradient-ready scheduling no gradient is ready later than on the
       CHECK(scheduled[i] <= stock[i]);
       earlier += scheduled[i] < stock[i] ? 1 : 0;
     }
+    if (std::string(name) == "transformer")
+      CHECK(earlier > 0);  // the pass ran and moved work
     std::sort(stock.begin(), stock.end());
     std::sort(scheduled.begin(), scheduled.end());
     WARN(name << ": " << earlier << " of " << stock.size()

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Mutation check: does the suite catch deliberate bugs?
+
+Copies the tree (tracked and untracked files, no build folders) to a scratch
+folder, builds it once, checks that the suite passes there, then applies
+each mutation below in turn (one or more exact text replacements), rebuilds
+incrementally, runs the suite (stopping at its first failure) and restores
+the files. A mutation the suite does not fail on is reported as MISSED and
+makes the script exit 1.
+
+  scripts/mutation_check.py [--scratch DIR] [--only NAME ...]
+
+Slow (one incremental build and a suite run per mutation: about 1-2 min
+each on 2 cores), so not part of CI. Run it before resolving an issue that
+touches the engine or the compiler, and put its table in the issue note.
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+# name, why it must be caught, [(file, text, replacement), ...]
+MUTATIONS = [
+    ("hit_runs_stock_engine", "a cache hit served by the stock engine, counters unchanged",
+     [("engine/detail/backward_hook.cpp",
+       "    run_plan(record.compiled->plan, walk_->nodes, task_);\n    run_post_processing(task_);\n",
+       "    task_.captured_vars_ = run_on_stock_engine(root_, task_);\n")]),
+    ("key_ignores_hooks", "the structural key leaves hooks out",
+     [("engine/detail/graph_walk.cpp",
+       "    uint64_t hooks = hook_word(n);\n", "    uint64_t hooks = 0;\n")]),
+    ("serialized_ir_drops_captures", "captures left out of the serialized IR",
+     [("actors/ir_inspect.hpp", "x.edges, x.captures, x.inputs", "x.edges, x.inputs")]),
+    ("documented_default_changed", "schema, README and example say 20000 while the code keeps 10000",
+     [("config/schema.cpp", '"integer >= 1", "10000"', '"integer >= 1", "20000"'),
+      ("README.md", "| `compile.timeout_ms` | integer >= 1 | `10000` |",
+       "| `compile.timeout_ms` | integer >= 1 | `20000` |"),
+      ("config/gradd.example.yaml", "  timeout_ms: 10000 ", "  timeout_ms: 20000 ")]),
+    ("on_compile_error_ignored", "never_retry treated as retry_after",
+     [("actors/registry_actor.cpp",
+       "config.fallback.on_compile_error == compile_error_policy::never_retry", "false")]),
+    ("retry_after_ms_ignored", "a failed graph waits the default minute whatever the policy",
+     [("actors/registry_actor.cpp", "std::chrono::milliseconds(config.fallback.retry_after_ms)",
+       "std::chrono::milliseconds(60000)")]),
+    ("timeout_ignored", "compile.timeout_ms neither interrupts nor fails a compile",
+     [("actors/stage_context.cpp", "if (std::chrono::steady_clock::now() > deadline)",
+       "if (false && std::chrono::steady_clock::now() > deadline)"),
+      ("actors/registry_actor.cpp", "bool in_time = elapsed <= config.compile.timeout_ms;",
+       "bool in_time = true;")]),
+    ("stock_order_highest_first_broken", "the simulated ready queue takes the lowest sequence number",
+     [("compiler/stock_order.cpp", "return a.sequence_nr < b.sequence_nr;",
+       "return a.sequence_nr > b.sequence_nr;")]),
+    ("stock_order_tie_rule_broken", "ties between equal sequence numbers broken by node id",
+     [("compiler/stock_order.cpp", "return a.sequence_nr < b.sequence_nr;",
+       "return a.sequence_nr < b.sequence_nr\n        || (a.sequence_nr == b.sequence_nr && a.node > b.node);")]),
+    ("reset_leaves_waiters", "reset() drops pending records without waking their waiters",
+     [("engine/detail/plan_table.cpp", "    by_id_.clear();\n  }\n  abandon(dropped);",
+       "    by_id_.clear();\n  }")]),
+    ("raised_not_counted", "a backward that raises is counted nowhere",
+     [("engine/detail/backward_hook.cpp",
+       "      state_.stats.raised_backwards.fetch_add(1, std::memory_order_relaxed);\n", "")]),
+    ("no_exit_handler", "process exit leaves compiles running",
+     [("engine/detail/lifecycle.cpp", "      std::atexit([] { instance().exit(); });",
+       "      (void)0;")]),
+    ("plan_skips_post_hooks", "a plan does not call post hooks",
+     [("engine/detail/plan_runner.cpp", "  if (has_post_hooks)\n    return call_post_hooks(",
+       "  if (false)\n    return call_post_hooks(")]),
+    ("concurrent_misses_compile_twice", "a pending structure can be claimed again",
+     [("engine/detail/plan_table.cpp",
+       "    if (s == graph_state::pending || (s == graph_state::failed && now < r->retry_at))",
+       "    if (s == graph_state::failed && now < r->retry_at)")]),
+]
+
+EXCLUDED = {".git", ".deps", ".whl", ".gl"}
+
+
+def run(cmd, cwd, timeout=None):
+    return subprocess.run(cmd, cwd=cwd, shell=True, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=timeout)
+
+
+def copy_tree(source, scratch):
+    files = run("git ls-files --cached --others --exclude-standard", source).stdout.split()
+    for f in files:
+        if f.split("/")[0] in EXCLUDED or not os.path.isfile(os.path.join(source, f)):
+            continue
+        target = os.path.join(scratch, f)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.exists(target) or open(os.path.join(source, f), "rb").read() != open(target, "rb").read():
+            shutil.copy2(os.path.join(source, f), target)
+
+
+def build(scratch):
+    launcher = "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache" if shutil.which("ccache") else ""
+    if not os.path.exists(os.path.join(scratch, "build", "CMakeCache.txt")):
+        r = run(f"cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release {launcher}", scratch)
+        if r.returncode != 0:
+            return r
+    return run("cmake --build build -j 2 --target gradd_tests", scratch)
+
+
+def suite_passes(scratch):
+    try:
+        r = run("build/gradd_tests --abort", scratch, timeout=900)
+    except subprocess.TimeoutExpired:
+        return False, "timed out"
+    return r.returncode == 0, r.stdout[-2000:]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scratch", default="/tmp/gradd-mutants")
+    parser.add_argument("--only", nargs="*", default=None)
+    args = parser.parse_args()
+    source = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.makedirs(args.scratch, exist_ok=True)
+    copy_tree(source, args.scratch)
+
+    r = build(args.scratch)
+    if r.returncode != 0:
+        sys.exit("the unmutated tree does not build:\n" + r.stdout[-3000:])
+    ok, out = suite_passes(args.scratch)
+    if not ok:
+        sys.exit("the suite fails on the unmutated tree:\n" + out)
+
+    missed = []
+    for name, why, edits in MUTATIONS:
+        if args.only and name not in args.only:
+            continue
+        start = time.time()
+        originals = {}
+        for path, text, replacement in edits:
+            full = os.path.join(args.scratch, path)
+            content = originals.setdefault(full, open(full).read())
+            current = open(full).read()
+            if text not in current:
+                sys.exit(f"{name}: '{text}' not found in {path}: update the mutation")
+            open(full, "w").write(current.replace(text, replacement, 1))
+        try:
+            r = build(args.scratch)
+            if r.returncode != 0:
+                verdict = "caught (does not build)"
+            else:
+                passed, _ = suite_passes(args.scratch)
+                verdict = "MISSED" if passed else "caught"
+        finally:
+            for full, content in originals.items():
+                open(full, "w").write(content)
+        if verdict == "MISSED":
+            missed.append(name)
+        print(f"{name:36} {verdict:24} {time.time() - start:5.0f} s  {why}", flush=True)
+
+    build(args.scratch)  # leave the scratch build unmutated for the next run
+    print(f"{len(missed)} missed" + (": " + ", ".join(missed) if missed else ""))
+    sys.exit(1 if missed else 0)
+
+
+if __name__ == "__main__":
+    main()
