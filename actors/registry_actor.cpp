@@ -13,15 +13,17 @@ registry_actor::behavior_type registry_stage(registry_actor::stateful_pointer<re
                                              stage_context* context) {
   return {
     [context](compile_result& result) {
-      context->finished.fetch_add(1);
       auto& config = context->config;
       auto record = context->table->record(result.graph_id);
-      if (record && !result.ok && context->stopping.load()) {
-        // Interrupted by a stop, not failed: compiled again when next seen.
-        context->table->drop(*record);
+      if (!record || (!result.ok && context->stopping.load())) {
+        // Dropped by reset(), or interrupted by a stop: not a finished
+        // compile, and the structure compiles again when next seen.
+        if (record)
+          context->table->drop(*record);
         log(config.logging.level, log_level::debug,
-            "graph " + std::to_string(result.graph_id) + ": " + result.error);
-      } else if (record) {
+            "graph " + std::to_string(result.graph_id) + " dropped: " + result.error);
+      } else {
+        context->finished.fetch_add(1);
         record->compiles.fetch_add(1);
         auto elapsed = std::chrono::duration<double, std::milli>(
                            std::chrono::steady_clock::now() - record->claimed_at)
