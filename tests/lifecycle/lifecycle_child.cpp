@@ -43,6 +43,22 @@ gradd::settings sync_settings() {
   return s;
 }
 
+/// Starts a detached thread doing backwards until the process ends; returns
+/// once it has done a few. Not in the test's table: it shows that libtorch
+/// itself crashes when a thread starts backwards while the process exits,
+/// on the stock engine as well (docs/design.md, Lifecycle).
+void backwards_on_a_detached_thread() {
+  static std::atomic<int> done{0};
+  std::thread([] {
+    for (;;) {
+      one_backward();
+      done.fetch_add(1);
+    }
+  }).detach();
+  while (done.load() < 20)
+    std::this_thread::yield();
+}
+
 /// Starts a detached thread whose backward blocks for good in a hook;
 /// returns once the thread is inside that backward. (A thread that keeps
 /// starting backwards while the process exits crashes libtorch itself, on
@@ -93,6 +109,11 @@ const std::map<std::string, std::function<int()>>& scenarios() {
          gradd::enable(sync_settings());
          backward_stuck_on_a_detached_thread();
          std::cout << gradd::stats() << std::endl;
+         return 0;
+       }},
+      {"stock_backwards_through_exit",
+       [] {
+         backwards_on_a_detached_thread();
          return 0;
        }},
       {"disable_from_another_thread",
