@@ -232,11 +232,21 @@ TEST_CASE("backwards add up: served by a plan, by the stock engine, or raised",
     backward(false);
   }
   backward(false);
+  // A saved tensor modified in place: the node raises inside the plan.
+  auto w = torch::ones({3}, torch::requires_grad());
+  auto modified = [&] {
+    auto h = w * 2;
+    auto y = h.sin();  // saves h
+    h.add_(1);
+    y.sum().backward();
+  };
+  for (int i = 0; i < 2; ++i)  // the first compiles, then its plan raises too
+    CHECK_THROWS_WITH(modified(), Catch::Contains("modified by an inplace operation"));
   auto s = gradd::stats();
-  CHECK(s.backwards == 5);
+  CHECK(s.backwards == 7);
   CHECK(s.plan_backwards == 2);
   CHECK(s.eager_backwards == 1);
-  CHECK(s.raised_backwards == 2);
+  CHECK(s.raised_backwards == 4);
   CHECK(s.backwards == s.plan_backwards + s.eager_backwards + s.raised_backwards);
 }
 
