@@ -1,31 +1,14 @@
 // Policy files: every key, good and bad values, and what an error names.
+// The defaults are held to settings{} in defaults_test.cpp.
 
 #include "config/loader.hpp"
 #include "config/policy_files.hpp"
-#include "config/schema.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
-#include <fstream>
 
 using gradd::test::policy_file;
-
-namespace {
-
-std::string source_file(const std::string& relative) {
-  return std::string(GRADD_SOURCE_DIR) + "/" + relative;
-}
-
-} // namespace
-
-TEST_CASE("an empty policy keeps every default", "[config]") {
-  auto s = gradd::load_settings(policy_file(""));
-  CHECK(s.compile.mode == gradd::compile_mode::async);
-  CHECK(s.cache.max_plans == 256);
-  CHECK(s.fallback.retry_after_ms == 60000);
-  CHECK(!s.nan_check.enabled);
-}
 
 TEST_CASE("every key takes a good value", "[config]") {
   auto s = gradd::load_settings(policy_file(R"(
@@ -161,20 +144,4 @@ TEST_CASE("a bad GRADD_CONFIG policy says where it was named", "[config]") {
     CHECK_THAT(e.what(), Catch::EndsWith("got 'none' (the policy GRADD_CONFIG names)"));
   }
   ::unsetenv("GRADD_CONFIG");
-}
-
-TEST_CASE("the example policy and the README document every key with its default",
-          "[config]") {
-  auto example = gradd::load_settings(source_file("config/gradd.example.yaml"));
-  CHECK(example.cache.max_plans == gradd::settings{}.cache.max_plans);
-  std::ifstream example_in(source_file("config/gradd.example.yaml"));
-  std::string example_text((std::istreambuf_iterator<char>(example_in)), {});
-  std::ifstream readme_in(source_file("README.md"));
-  std::string readme((std::istreambuf_iterator<char>(readme_in)), {});
-  for (const auto& key : gradd::config::schema()) {
-    INFO(key.path());
-    CHECK_THAT(example_text, Catch::Contains("  " + key.name + ": " + key.default_value));
-    CHECK_THAT(readme, Catch::Contains("| `" + key.path() + "` | " + key.type + " | `"
-                                       + key.default_value + "` | " + key.doc + " |"));
-  }
 }
