@@ -1,16 +1,16 @@
 // Functional capture and replay, compared bitwise with the stock engine.
 //
 // Each case installs its own compiled-autograd hook: a first iteration runs
-// through capture_functional, a later one (new inputs, same structure)
-// through replay_functional, and each is compared with the stock engine run
+// through functional::capture, a later one (new inputs, same structure)
+// through functional::replay, and each is compared with the stock engine run
 // on the same inputs and parameters, in float64 and float32, on the CPU and,
 // where there is one, on CUDA.
 
-#include "engine/detail/functional_capture.hpp"
-#include "engine/detail/functional_passes.hpp"
-#include "engine/detail/functional_registry.hpp"
-#include "engine/detail/functional_replay.hpp"
 #include "compiler/pass_manager.hpp"
+#include "engine/functional/capture.hpp"
+#include "engine/functional/passes.hpp"
+#include "engine/functional/registry.hpp"
+#include "engine/functional/replay.hpp"
 #include "engine/grad_check.hpp"
 
 #include <catch2/catch.hpp>
@@ -25,7 +25,7 @@
 
 namespace {
 
-namespace detail = gradd::engine::detail;
+namespace functional = gradd::engine::functional;
 using gradd::compiler::op_kind;
 using gradd::test::clear_grads;
 using gradd::test::grads_of;
@@ -33,19 +33,19 @@ using gradd::test::require_bitwise_equal;
 using torch::autograd::variable_list;
 
 /// The recording the hooks below write and read.
-std::optional<detail::functional_recording> recording;
+std::optional<functional::recording> recording;
 
 variable_list capture_hook(const std::shared_ptr<torch::autograd::Node>& root,
                            const torch::autograd::GraphTask& task, bool accumulate_grad,
                            const torch::autograd::edge_list& outputs) {
-  recording = detail::capture_functional(root, task, accumulate_grad, outputs);
+  recording = functional::capture(root, task, accumulate_grad, outputs);
   return recording->gradients;
 }
 
 variable_list replay_hook(const std::shared_ptr<torch::autograd::Node>& root,
                           const torch::autograd::GraphTask& task, bool accumulate_grad,
                           const torch::autograd::edge_list& outputs) {
-  return detail::replay_functional(*recording, root, task, accumulate_grad, outputs);
+  return functional::replay(*recording, root, task, accumulate_grad, outputs);
 }
 
 /// Routes every backward of its scope through `fn` instead of the stock engine.
@@ -164,14 +164,14 @@ void grad_matches_stock(const model& m, const batch& b,
   require_bitwise_equal(stock, result);
 }
 
-size_t count_kind(const detail::functional_recording& rec, op_kind kind) {
+size_t count_kind(const functional::recording& rec, op_kind kind) {
   return std::count_if(rec.ir.ops.begin(), rec.ir.ops.end(),
                        [kind](const auto& o) { return o.kind == kind; });
 }
 
 /// Checks the recording's shape: a valid IR whose functional calls name the
 /// nodes' functionals and take the lifted tensors as graph inputs.
-void check_recording(const detail::functional_recording& rec,
+void check_recording(const functional::recording& rec,
                      const std::vector<std::string>& expected_functionals) {
   INFO(gradd::compiler::to_text(rec.ir));
   std::ostringstream why;
@@ -196,7 +196,7 @@ void check_recording(const detail::functional_recording& rec,
     functionals.insert(o.target);
     const auto& payload = rec.payloads[i];
     REQUIRE(payload.fn);
-    REQUIRE(detail::bound_functional(o.target) == payload.fn);
+    REQUIRE(functional::bound_functional(o.target) == payload.fn);
     for (const auto& arg : payload.packed) {
       if (arg.tensors.empty()) {
         ++constant_arguments;
@@ -234,7 +234,7 @@ void check_backward(const model& m, const std::vector<std::string>& expected_fun
   REQUIRE_FALSE(torch::equal(stock_first[0], stock_second[0]));
 
   // The program after the pass pipeline still gives the stock engine's gradients.
-  detail::run_passes(*recording, "default,gradient_ready_schedule");
+  functional::run_passes(*recording, "default,gradient_ready_schedule");
   backward_matches_stock(m, m.make_batch(3, 8), &replay_hook, no_grads);
 }
 
@@ -249,7 +249,7 @@ void check_grad(const model& m) {
     CHECK_FALSE(p.grad().defined());
 
   grad_matches_stock(m, m.make_batch(2, 8), &replay_hook);
-  detail::run_passes(*recording, "default,gradient_ready_schedule");
+  functional::run_passes(*recording, "default,gradient_ready_schedule");
   grad_matches_stock(m, m.make_batch(3, 8), &replay_hook);
 }
 

@@ -1,14 +1,14 @@
-// The functional backwards bound in this process (see functional_registry.hpp).
+// The functional backwards bound in this process (see registry.hpp).
 //
 // A map from name to a shared functional under a reader-writer lock: binds
 // are rare (once per node type), lookups happen on every captured call.
 
-#include "engine/detail/functional_registry.hpp"
+#include "engine/functional/registry.hpp"
 
 #include <shared_mutex>
 #include <unordered_map>
 
-namespace gradd::engine::detail {
+namespace gradd::engine::functional {
 
 namespace {
 
@@ -40,4 +40,4 @@ std::shared_ptr<const functional_apply_t> bound_functional(const std::string& na
   return it == t.functions.end() ? nullptr : it->second;
 }
 
-} // namespace gradd::engine::detail
+} // namespace gradd::engine::functional

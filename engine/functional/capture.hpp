@@ -8,10 +8,10 @@
 // PyCompilerInterface with the node's own tensors as proxies, in the stock
 // engine's order. So the backward really runs (capture by execution) while
 // each functional call, gradient sum, `.grad` accumulation and CopySlices
-// step lands as one op of a functional_recording, which replay_functional
-// (functional_replay.hpp) runs again on later backwards of the same structure.
+// step lands as one op of a recording, which replay (replay.hpp) runs again
+// on later backwards of the same structure.
 
-#include "engine/detail/functional_recording.hpp"
+#include "engine/functional/recording.hpp"
 
 #include <torch/csrc/autograd/function.h>
 
@@ -21,7 +21,7 @@ namespace torch::autograd {
 struct GraphTask;
 }
 
-namespace gradd::engine::detail {
+namespace gradd::engine::functional {
 
 /// Runs one backward, given what Engine::set_compiled_autograd's hook
 /// receives, and records it. Gradients match the stock engine's bitwise:
@@ -36,9 +36,8 @@ namespace gradd::engine::detail {
 /// on the stock engine. Leaf streams go to `task.leaf_streams`; the caller's
 /// post-processing syncs them and runs final callbacks. One capture runs at a
 /// time in the process (the PyCompilerInterface slot is process-wide).
-functional_recording capture_functional(const std::shared_ptr<torch::autograd::Node>& graph_root,
-                                        const torch::autograd::GraphTask& task,
-                                        bool accumulate_grad,
-                                        const torch::autograd::edge_list& outputs);
+recording capture(const std::shared_ptr<torch::autograd::Node>& graph_root,
+                  const torch::autograd::GraphTask& task, bool accumulate_grad,
+                  const torch::autograd::edge_list& outputs);
 
-} // namespace gradd::engine::detail
+} // namespace gradd::engine::functional

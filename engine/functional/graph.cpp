@@ -1,5 +1,5 @@
 // Reading, lifting and finishing one backward for functional capture and
-// replay (see functional_graph.hpp).
+// replay (see graph.hpp).
 //
 // Reading reuses the plan path's pieces (walk_graph, capture_graph,
 // mark_needed_nodes) and adds the checks of what functional capture does not
@@ -8,7 +8,7 @@
 // graph of one structure; the specialization key of each node tells replay
 // whether a later graph may reuse a recording.
 
-#include "engine/detail/functional_graph.hpp"
+#include "engine/functional/graph.hpp"
 
 #include "compiler/exec_info.hpp"
 #include "engine/detail/capture.hpp"
@@ -22,7 +22,7 @@
 
 #include <stdexcept>
 
-namespace gradd::engine::detail {
+namespace gradd::engine::functional {
 
 namespace {
 
@@ -63,18 +63,17 @@ void throw_capture_error(const std::string& why) {
   throw std::runtime_error("gradd functional capture: " + why);
 }
 
-functional_graph read_functional_graph(const std::shared_ptr<Node>& root,
-                                       const torch::autograd::GraphTask& task,
-                                       bool accumulate_grad,
-                                       const torch::autograd::edge_list& outputs) {
+graph read_graph(const std::shared_ptr<Node>& root, const torch::autograd::GraphTask& task,
+                 bool accumulate_grad, const torch::autograd::edge_list& outputs) {
   if (at::GradMode::is_enabled())
     throw_capture_error("create_graph=True is not captured");
   if (torch::autograd::AnomalyMode::is_enabled())
     throw_capture_error("anomaly mode is on");
 
-  functional_graph g;
-  walk_graph(*root, outputs, task.keep_graph_, accumulate_grad, /*plan_variant=*/0, g.walk);
-  auto captured = capture_graph(g.walk, task, outputs, accumulate_grad);
+  graph g;
+  detail::walk_graph(*root, outputs, task.keep_graph_, accumulate_grad, /*plan_variant=*/0,
+                     g.walk);
+  auto captured = detail::capture_graph(g.walk, task, outputs, accumulate_grad);
   g.ir = std::move(captured.ir);
   compiler::mark_needed_nodes(g.ir);
   // Hooks would run between the functionals, where no recording sees them.
@@ -87,7 +86,7 @@ functional_graph read_functional_graph(const std::shared_ptr<Node>& root,
   return g;
 }
 
-std::vector<std::string> lift_nodes(ca::AutogradCompilerCall& call, const functional_graph& g) {
+std::vector<std::string> lift_nodes(ca::AutogradCompilerCall& call, const graph& g) {
   std::vector<std::string> keys;
   keys.reserve(g.ir.nodes.size());
   for (uint32_t i = 0; i < g.ir.nodes.size(); ++i) {
@@ -106,7 +105,7 @@ std::vector<std::string> lift_nodes(ca::AutogradCompilerCall& call, const functi
   return keys;
 }
 
-void finish_backward(const functional_graph& g, const std::vector<uint32_t>& leaf_nodes,
+void finish_backward(const graph& g, const std::vector<uint32_t>& leaf_nodes,
                      const torch::autograd::GraphTask& task) {
   if (!task.keep_graph_)
     for (uint32_t i = 0; i < g.ir.nodes.size(); ++i)
@@ -120,4 +119,4 @@ void finish_backward(const functional_graph& g, const std::vector<uint32_t>& lea
       leaf_streams.emplace(*stream);
 }
 
-} // namespace gradd::engine::detail
+} // namespace gradd::engine::functional

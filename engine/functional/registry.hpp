@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-namespace gradd::engine::detail {
+namespace gradd::engine::functional {
 
 /// Binds `fn` under `name` (a node's `name()`, e.g. "MmBackward0"),
 /// replacing an earlier binding. Thread-safe.
@@ -23,4 +23,4 @@ void bind_functional(const std::string& name, torch::autograd::functional_apply_
 std::shared_ptr<const torch::autograd::functional_apply_t> bound_functional(
     const std::string& name);
 
-} // namespace gradd::engine::detail
+} // namespace gradd::engine::functional

@@ -28,16 +28,16 @@ namespace torch::dynamo::autograd {
 struct AutogradCompilerCall;
 }
 
-namespace gradd::engine::detail {
+namespace gradd::engine::functional {
 
 /// Throws the std::runtime_error by which functional capture and replay
 /// leave a backward to the stock engine, `why` prefixed with gradd's name.
 [[noreturn]] void throw_capture_error(const std::string& why);
 
 /// The nodes of one backward and their table.
-struct functional_graph {
-  graph_walk walk;     ///< the nodes, root first, in discovery order
-  compiler::graph ir;  ///< their table: edges, captures, `needed` marked; no ops
+struct graph {
+  detail::graph_walk walk;  ///< the nodes, root first, in discovery order
+  compiler::graph ir;       ///< their table: edges, captures, `needed` marked; no ops
 
   torch::autograd::Node& node(uint32_t i) const { return *walk.nodes[i]; }
 };
@@ -47,10 +47,9 @@ struct functional_graph {
 /// leaves to the stock engine: create_graph, anomaly mode, hooks on a node
 /// that runs or captures, and whatever the plan path leaves to it too
 /// (Python nodes and hooks, nested tensors, capture hooks).
-functional_graph read_functional_graph(const std::shared_ptr<torch::autograd::Node>& root,
-                                       const torch::autograd::GraphTask& task,
-                                       bool accumulate_grad,
-                                       const torch::autograd::edge_list& outputs);
+graph read_graph(const std::shared_ptr<torch::autograd::Node>& root,
+                 const torch::autograd::GraphTask& task, bool accumulate_grad,
+                 const torch::autograd::edge_list& outputs);
 
 /// Lifts the state of every node of `g` that runs or captures into `call`,
 /// in table order, as the compiled autograd driver does (the node call, whether
@@ -58,12 +57,12 @@ functional_graph read_functional_graph(const std::shared_ptr<torch::autograd::No
 /// specialization key; throws for a node that cannot be lifted or state only
 /// Python could run.
 std::vector<std::string> lift_nodes(torch::dynamo::autograd::AutogradCompilerCall& call,
-                                    const functional_graph& g);
+                                    const graph& g);
 
 /// Leaves what the stock engine leaves after a backward: releases the saved
 /// variables of the nodes that ran unless the task keeps the graph, and hands
 /// the streams of `leaf_nodes` to the caller's post-processing.
-void finish_backward(const functional_graph& g, const std::vector<uint32_t>& leaf_nodes,
+void finish_backward(const graph& g, const std::vector<uint32_t>& leaf_nodes,
                      const torch::autograd::GraphTask& task);
 
-} // namespace gradd::engine::detail
+} // namespace gradd::engine::functional

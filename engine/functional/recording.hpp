@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-namespace gradd::engine::detail {
+namespace gradd::engine::functional {
 
 /// One packed argument of a functional call, as replay rebuilds it.
 struct packed_argument {
@@ -69,7 +69,7 @@ struct op_payload {
 /// `ir.nodes` is structural capture's node table of the graph, in walk order.
 /// Sizes and scalars are specialized: replay checks that a later graph lifts
 /// the same ones.
-struct functional_recording {
+struct recording {
   compiler::graph ir;
   std::vector<op_payload> payloads;    ///< per op, by its id (ops keep ids through passes)
   std::vector<std::string> node_keys;  ///< per node: its name and specialization key
@@ -83,4 +83,4 @@ struct functional_recording {
   torch::autograd::variable_list gradients;
 };
 
-} // namespace gradd::engine::detail
+} // namespace gradd::engine::functional

@@ -1,16 +1,16 @@
-// Functional replay of a recorded backward (see functional_replay.hpp).
+// Functional replay of a recorded backward (see replay.hpp).
 //
 // Every check comes before the first op runs, so a refused graph is left to
 // the stock engine untouched. The interpreter keeps one tensor per value and
-// lets go of each right after its last use (functional_recording::last_use),
-// so that an op holds the only reference where the stock engine's would:
+// lets go of each right after its last use (recording::last_use), so that
+// an op holds the only reference where the stock engine's would:
 // AccumulateGrad and in-place sums steal on the same conditions.
 
-#include "engine/detail/functional_replay.hpp"
+#include "engine/functional/replay.hpp"
 
-#include "engine/detail/functional_graph.hpp"
-#include "engine/detail/functional_steps.hpp"
 #include "engine/detail/stock_steps.hpp"
+#include "engine/functional/graph.hpp"
+#include "engine/functional/steps.hpp"
 
 #include <ATen/ThreadLocalState.h>
 #include <ATen/core/NamedTensor.h>
@@ -19,7 +19,7 @@
 #include <torch/csrc/autograd/input_buffer.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
-namespace gradd::engine::detail {
+namespace gradd::engine::functional {
 
 namespace {
 
@@ -41,8 +41,8 @@ bool same_scalar(const c10::IValue& a, const c10::IValue& b) {
 }
 
 /// Refuses a graph that does not specialize as the recorded one did.
-void check_matches(const functional_recording& rec, const functional_graph& g,
-                   const ca::AutogradCompilerCall& call, const std::vector<std::string>& keys) {
+void check_matches(const recording& rec, const graph& g, const ca::AutogradCompilerCall& call,
+                   const std::vector<std::string>& keys) {
   for (size_t i = 0; i < keys.size(); ++i)
     if (keys[i] != rec.node_keys[i])
       throw_capture_error("replay: node " + std::to_string(i) + " (" + g.node(i).name() +
@@ -62,7 +62,7 @@ void check_matches(const functional_recording& rec, const functional_graph& g,
 
 /// Runs the ops of `rec` over the tensors `lifted`; returns the `output` op's
 /// arguments.
-variable_list interpret(const functional_recording& rec, const functional_graph& g,
+variable_list interpret(const recording& rec, const graph& g,
                         const std::vector<at::Tensor>& lifted) {
   const auto& ops = rec.ir.ops;
   std::vector<at::Tensor> values(rec.ir.num_values);
@@ -112,7 +112,7 @@ variable_list interpret(const functional_recording& rec, const functional_graph&
           accumulate_into_grad(lifted.at(o.index), std::move(args[0]));
         break;
       case op_kind::validate_outputs:
-        validate_node_outputs(*node, args);
+        detail::validate_node_outputs(*node, args);
         outs = std::move(args);
         break;
       case op_kind::copy_slices_prologue:
@@ -143,13 +143,12 @@ variable_list interpret(const functional_recording& rec, const functional_graph&
 
 } // namespace
 
-variable_list replay_functional(const functional_recording& rec,
-                                const std::shared_ptr<Node>& graph_root,
-                                const torch::autograd::GraphTask& task, bool accumulate_grad,
-                                const torch::autograd::edge_list& outputs) {
+variable_list replay(const recording& rec, const std::shared_ptr<Node>& graph_root,
+                     const torch::autograd::GraphTask& task, bool accumulate_grad,
+                     const torch::autograd::edge_list& outputs) {
   at::ThreadLocalStateGuard tls(task.thread_locals_);
   at::NoNamesGuard no_names;
-  auto g = read_functional_graph(graph_root, task, accumulate_grad, outputs);
+  auto g = read_graph(graph_root, task, accumulate_grad, outputs);
   if (accumulate_grad != rec.ir.accumulate_grad)
     throw_capture_error("replay: backward() and autograd::grad() do not share a recording");
   if (g.ir.nodes.size() != rec.ir.nodes.size())
@@ -164,4 +163,4 @@ variable_list replay_functional(const functional_recording& rec,
   return results;
 }
 
-} // namespace gradd::engine::detail
+} // namespace gradd::engine::functional

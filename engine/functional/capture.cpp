@@ -1,7 +1,7 @@
-// Functional capture of one backward (see functional_capture.hpp).
+// Functional capture of one backward (see capture.hpp).
 //
-// The graph is read and lifted (functional_graph.hpp); then every proxy is
-// pointed at the lifted value itself and the nodes run in the order
+// The graph is read and lifted (graph.hpp); then every proxy is pointed at
+// the lifted value itself and the nodes run in the order
 // compiler::stock_order gives (Note [Stock engine order]), each through
 // `apply_with_saved` while a functional recorder is the process's
 // PyCompilerInterface. Gradients travel between nodes in the stock engine's
@@ -9,15 +9,15 @@
 // each one that happens is recorded as an `accumulate` op. Only once every
 // node has run does capture update `.grad` and release saved variables.
 
-#include "engine/detail/functional_capture.hpp"
+#include "engine/functional/capture.hpp"
 
 #include "compiler/exec_info.hpp"
 #include "compiler/stock_order.hpp"
-#include "engine/detail/functional_graph.hpp"
-#include "engine/detail/functional_passes.hpp"
-#include "engine/detail/functional_recorder.hpp"
-#include "engine/detail/functional_steps.hpp"
 #include "engine/detail/stock_steps.hpp"
+#include "engine/functional/graph.hpp"
+#include "engine/functional/passes.hpp"
+#include "engine/functional/recorder.hpp"
+#include "engine/functional/steps.hpp"
 
 #include <ATen/ThreadLocalState.h>
 #include <ATen/core/NamedTensor.h>
@@ -28,7 +28,7 @@
 
 #include <mutex>
 
-namespace gradd::engine::detail {
+namespace gradd::engine::functional {
 
 namespace {
 
@@ -51,8 +51,8 @@ std::mutex& capture_mutex() {
 /// Engine::evaluate_function and call_function would.
 class capture_run {
  public:
-  capture_run(const functional_graph& g, ca::AutogradCompilerCall& call, ca::TraceState& state,
-              capture_session& session, functional_recording& rec)
+  capture_run(const graph& g, ca::AutogradCompilerCall& call, ca::TraceState& state,
+              capture_session& session, recording& rec)
       : g_(g), call_(call), state_(state), session_(session), rec_(rec),
         buffers_(g.ir.nodes.size()), buffer_values_(g.ir.nodes.size()),
         captured_(g.ir.num_outputs), captured_values_(g.ir.num_outputs, no_value) {}
@@ -81,7 +81,7 @@ class capture_run {
     std::vector<value_id> input_values = std::move(buffer_values_[i]);
     auto stream = fn.stream();
     c10::OptionalStreamGuard stream_guard{stream};
-    wait_for_ready_events(inputs, stream);
+    detail::wait_for_ready_events(inputs, stream);
 
     if (!info.captures.empty()) {
       for (const auto& capture : info.captures) {
@@ -138,7 +138,7 @@ class capture_run {
     for (const auto& out : outputs)
       before.push_back(out.defined() ? out.unsafeGetTensorImpl() : nullptr);
     saved.before(fn.next_edges());
-    validate_node_outputs(fn, outputs);
+    detail::validate_node_outputs(fn, outputs);
     saved.after(fn.next_edges());
     saved.debug_asserts();
     bool changed = false;
@@ -180,11 +180,11 @@ class capture_run {
     session_.emit(std::move(o));
   }
 
-  const functional_graph& g_;
+  const graph& g_;
   ca::AutogradCompilerCall& call_;
   ca::TraceState& state_;
   capture_session& session_;
-  functional_recording& rec_;
+  recording& rec_;
   std::vector<std::optional<InputBuffer>> buffers_;
   std::vector<std::vector<value_id>> buffer_values_;
   variable_list captured_;
@@ -193,17 +193,15 @@ class capture_run {
 
 } // namespace
 
-functional_recording capture_functional(const std::shared_ptr<Node>& graph_root,
-                                        const torch::autograd::GraphTask& task,
-                                        bool accumulate_grad,
-                                        const torch::autograd::edge_list& outputs) {
+recording capture(const std::shared_ptr<Node>& graph_root, const torch::autograd::GraphTask& task,
+                  bool accumulate_grad, const torch::autograd::edge_list& outputs) {
   std::lock_guard lock(capture_mutex());
   // The stock engine runs nodes under the TLS the task captured, with grad
   // mode set to create_graph.
   at::ThreadLocalStateGuard tls(task.thread_locals_);
-  auto g = read_functional_graph(graph_root, task, accumulate_grad, outputs);
+  auto g = read_graph(graph_root, task, accumulate_grad, outputs);
 
-  functional_recording rec;
+  recording rec;
   rec.ir = g.ir;
   ca::AutogradCompilerCall call(ca::SizeInput::STATIC);
   rec.node_keys = lift_nodes(call, g);
@@ -228,7 +226,7 @@ functional_recording capture_functional(const std::shared_ptr<Node>& graph_root,
                        outputs.size());
   capture_run run(g, call, state, session, rec);
   {
-    ca::PyCompilerGuard guard(make_functional_recorder(session));
+    ca::PyCompilerGuard guard(make_recorder(session));
     run.run();
   }
   session.current_node = no_node;
@@ -247,4 +245,4 @@ functional_recording capture_functional(const std::shared_ptr<Node>& graph_root,
   return rec;
 }
 
-} // namespace gradd::engine::detail
+} // namespace gradd::engine::functional

@@ -6,13 +6,13 @@
 // Capture runs every node through `apply_with_saved` with its own tensors as
 // proxies, so the tensors flowing between nodes are the real ones. The
 // capture_session names each by the IR value that defined it (keyed by its
-// TensorImpl) and appends ops to the recording. The functional_recorder,
-// installed as the process's PyCompilerInterface for the capture, runs each
+// TensorImpl) and appends ops to the recording. The recorder, installed as
+// the process's PyCompilerInterface for the capture, runs each
 // functional, CopySlices step and `.grad` update a node hands it and records
 // it as one op whose arguments the session names.
 
-#include "engine/detail/functional_graph.hpp"
-#include "engine/detail/functional_recording.hpp"
+#include "engine/functional/graph.hpp"
+#include "engine/functional/recording.hpp"
 
 #include <c10/util/intrusive_ptr.h>
 
@@ -25,7 +25,7 @@ namespace torch::dynamo::autograd {
 struct PyCompilerInterface;
 }
 
-namespace gradd::engine::detail {
+namespace gradd::engine::functional {
 
 /// Returns an op of `kind` with `index`, belonging to `node`.
 compiler::op make_op(compiler::op_kind kind, int64_t index = -1,
@@ -35,8 +35,7 @@ compiler::op make_op(compiler::op_kind kind, int64_t index = -1,
 /// names the tensors in flight.
 class capture_session {
  public:
-  capture_session(functional_recording& recording, const functional_graph& graph)
-      : recording_(recording), graph_(graph) {}
+  capture_session(recording& rec, const graph& g) : recording_(rec), graph_(g) {}
 
   /// The node whose call is running; ops it records belong to it.
   uint32_t current_node = compiler::no_node;
@@ -69,8 +68,8 @@ class capture_session {
   void add_lifted(const std::vector<at::Tensor>& lifted);
 
  private:
-  functional_recording& recording_;
-  const functional_graph& graph_;
+  recording& recording_;
+  const graph& graph_;
   std::unordered_map<const c10::TensorImpl*,
                      std::pair<compiler::value_id, c10::weak_intrusive_ptr<c10::TensorImpl>>>
       values_;
@@ -79,7 +78,7 @@ class capture_session {
 
 /// Returns gradd's PyCompilerInterface for a capture: it runs what a node
 /// hands it and records it in `session`.
-std::unique_ptr<torch::dynamo::autograd::PyCompilerInterface> make_functional_recorder(
+std::unique_ptr<torch::dynamo::autograd::PyCompilerInterface> make_recorder(
     capture_session& session);
 
-} // namespace gradd::engine::detail
+} // namespace gradd::engine::functional

@@ -1,17 +1,17 @@
-// The stock engine's steps around the functionals (see functional_steps.hpp).
+// The stock engine's steps around the functionals (see steps.hpp).
 //
 // AccumulateGrad and the output check call libtorch's own code; CopySlices'
 // two halves copy the body of CopySlices::apply_impl around its inner call,
 // as its compiled-autograd path splits it.
 
-#include "engine/detail/functional_steps.hpp"
+#include "engine/functional/steps.hpp"
 
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
 
 #include <sstream>
 
-namespace gradd::engine::detail {
+namespace gradd::engine::functional {
 
 using torch::autograd::variable_list;
 
@@ -49,4 +49,4 @@ variable_list copy_slices_epilogue(const std::vector<bool>& needs_input_grad,
   return grads;
 }
 
-} // namespace gradd::engine::detail
+} // namespace gradd::engine::functional

@@ -1,12 +1,12 @@
-// Graph passes over a functional recording (see functional_passes.hpp).
+// Graph passes over a functional recording (see passes.hpp).
 
-#include "engine/detail/functional_passes.hpp"
+#include "engine/functional/passes.hpp"
 
 #include "compiler/pass_manager.hpp"
 
-namespace gradd::engine::detail {
+namespace gradd::engine::functional {
 
-void refresh_last_uses(functional_recording& rec) {
+void refresh_last_uses(recording& rec) {
   const auto& ir = rec.ir;
   rec.last_use.assign(ir.num_values, 0);
   for (uint32_t i = 0; i < ir.ops.size(); ++i) {
@@ -19,10 +19,10 @@ void refresh_last_uses(functional_recording& rec) {
   }
 }
 
-void run_passes(functional_recording& rec, const std::string& pipeline) {
+void run_passes(recording& rec, const std::string& pipeline) {
   compiler::pass_manager passes(pipeline);
   passes.run(rec.ir, "functional");
   refresh_last_uses(rec);
 }
 
-} // namespace gradd::engine::detail
+} // namespace gradd::engine::functional

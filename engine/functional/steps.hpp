@@ -5,10 +5,10 @@
 //
 // A node's functional backward is only part of what the stock engine does
 // for it: AccumulateGrad's update of `.grad` and CopySlices' work before and
-// after its inner function (the output check is in stock_steps.hpp). Capture
-// performs each step while it records it, replay performs it from the
-// recording; both call the same function, so both do what the stock engine
-// does, bit for bit.
+// after its inner function (the output check is in
+// engine/detail/stock_steps.hpp). Capture performs each step while it
+// records it, replay performs it from the recording; both call the same
+// function, so both do what the stock engine does, bit for bit.
 
 #include <ATen/TensorGeometry.h>
 #include <ATen/core/Tensor.h>
@@ -16,7 +16,7 @@
 
 #include <vector>
 
-namespace gradd::engine::detail {
+namespace gradd::engine::functional {
 
 /// The stock engine's AccumulateGrad::apply on `variable`, given a gradient
 /// this function may steal (as the stock engine does when nothing else holds
@@ -37,4 +37,4 @@ torch::autograd::variable_list copy_slices_epilogue(const std::vector<bool>& nee
                                                     const torch::autograd::variable_list& inner,
                                                     const at::Tensor& slice);
 
-} // namespace gradd::engine::detail
+} // namespace gradd::engine::functional

@@ -6,9 +6,9 @@
 // walks the same shape in the same order and puts back the tensor each value
 // holds in the later backward. One walk serves both, so the orders agree.
 
-#include "engine/detail/functional_recording.hpp"
+#include "engine/functional/recording.hpp"
 
-namespace gradd::engine::detail {
+namespace gradd::engine::functional {
 
 namespace {
 
@@ -87,4 +87,4 @@ c10::IValue packed_argument::rebuild(const std::vector<at::Tensor>& values) cons
   return map_tensors(value, fill);
 }
 
-} // namespace gradd::engine::detail
+} // namespace gradd::engine::functional

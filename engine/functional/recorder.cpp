@@ -1,20 +1,19 @@
-// Recording a backward's functional calls as they run (see
-// functional_recorder.hpp).
+// Recording a backward's functional calls as they run (see recorder.hpp).
 //
 // Each recorder call does the stock work first (the functional itself, or
-// the step from functional_steps.hpp) and then appends its op, naming its
-// arguments through the session and defining a value for each result. `.grad`
+// the step from steps.hpp) and then appends its op, naming its arguments
+// through the session and defining a value for each result. `.grad`
 // updates are only recorded and deferred: until capture has succeeded it
 // leaves nothing behind that the stock engine would see.
 
-#include "engine/detail/functional_recorder.hpp"
+#include "engine/functional/recorder.hpp"
 
-#include "engine/detail/functional_registry.hpp"
-#include "engine/detail/functional_steps.hpp"
+#include "engine/functional/registry.hpp"
+#include "engine/functional/steps.hpp"
 
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
-namespace gradd::engine::detail {
+namespace gradd::engine::functional {
 
 using compiler::no_value;
 using compiler::op_kind;
@@ -93,9 +92,9 @@ namespace {
 
 namespace ca = torch::dynamo::autograd;
 
-class functional_recorder final : public ca::PyCompilerInterface {
+class recorder final : public ca::PyCompilerInterface {
  public:
-  explicit functional_recorder(capture_session& session) : session_(session) {}
+  explicit recorder(capture_session& session) : session_(session) {}
 
   std::string bind_function(PyObject*, const std::string& fn_name,
                             torch::autograd::functional_apply_t fn, std::vector<at::TypePtr>,
@@ -185,8 +184,8 @@ class functional_recorder final : public ca::PyCompilerInterface {
 
 } // namespace
 
-std::unique_ptr<ca::PyCompilerInterface> make_functional_recorder(capture_session& session) {
-  return std::make_unique<functional_recorder>(session);
+std::unique_ptr<ca::PyCompilerInterface> make_recorder(capture_session& session) {
+  return std::make_unique<recorder>(session);
 }
 
-} // namespace gradd::engine::detail
+} // namespace gradd::engine::functional
