@@ -1,7 +1,7 @@
 // gradd-bench: times backwards of a model on the stock engine and under
 // gradd and prints one JSON line.
 //
-//   gradd-bench --model {mlp,deep-mlp,convnet,lstm,transformer}
+//   gradd-bench --model {mlp,deep-mlp,convnet,lstm,transformer,wide-mlp,encoder,resnet18}
 //               --device {cpu,cuda} --mode {eager,gradd,both}
 //               --iters N --warmup W [--config FILE] [--structures {fixed,sweep}]
 //               [--dump-ir DIR] [--grad-ready-times] [--help]
@@ -59,9 +59,11 @@ struct options {
 constexpr int sweep_structures = 4;
 
 const char* const usage =
-    "usage: gradd-bench [--model {mlp,deep-mlp,convnet,lstm,transformer}] [--device {cpu,cuda}]\n"
-    "                   [--mode {eager,gradd,both}] [--iters N] [--warmup W] [--config FILE]\n"
-    "                   [--structures {fixed,sweep}] [--dump-ir DIR] [--grad-ready-times]\n"
+    "usage: gradd-bench"
+    " [--model {mlp,deep-mlp,convnet,lstm,transformer,wide-mlp,encoder,resnet18}]\n"
+    "                   [--device {cpu,cuda}] [--mode {eager,gradd,both}] [--iters N]\n"
+    "                   [--warmup W] [--config FILE] [--structures {fixed,sweep}]\n"
+    "                   [--dump-ir DIR] [--grad-ready-times]\n"
     "A flag's value follows it (--iters 50) or an '=' (--iters=50); each flag once.\n"
     "Without --config the policy comes from $GRADD_CONFIG, or is the default one.\n";
 
@@ -298,6 +300,7 @@ int run(const options& o) {
   torch::Device device = o.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   bool sweep = o.structures == "sweep";
   auto model = gradd::models::make_model(o.model, device, torch::kFloat32,
+                                         gradd::models::model_size::bench,
                                          sweep ? sweep_structures : 1);
   bool run_gradd = o.mode != "eager";
   bool run_eager = o.mode != "gradd";

@@ -23,12 +23,19 @@ public:
 /// The model names make_model knows.
 const std::vector<std::string>& model_names();
 
-/// Builds model `name` (one of model_names()) on `device` in `dtype`, with
-/// weights from a fixed seed. With `structures` > 1 (MLPs only) the model
-/// changes structure with the step: step s uses the first
+/// How large a model's batches are: `bench` as gradd-bench times them,
+/// `test` small enough for the CPU suite in float64. Only the batch and the
+/// image or sequence shrink, and only where the bench size would be slow
+/// (encoder, resnet18); the layers, and so the backward's nodes, stay.
+enum class model_size { bench, test };
+
+/// Builds model `name` (one of model_names()) on `device` in `dtype` at
+/// `size`, with weights from a fixed seed. With `structures` > 1 (MLPs only)
+/// the model changes structure with the step: step s uses the first
 /// depth * (1 + s % structures) / structures layers. Throws
 /// std::invalid_argument for other names, or a sweep of another model.
 std::unique_ptr<model> make_model(const std::string& name, torch::Device device,
-                                  torch::Dtype dtype = torch::kFloat32, int structures = 1);
+                                  torch::Dtype dtype = torch::kFloat32,
+                                  model_size size = model_size::bench, int structures = 1);
 
 } // namespace gradd::models
