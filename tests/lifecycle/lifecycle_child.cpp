@@ -29,11 +29,13 @@ void one_backward() {
   (x * 2).sum().backward();
 }
 
-/// A policy whose every compile would take a minute, so exit finds it in flight.
+/// A policy whose every compile would take a minute, so exit finds it in
+/// flight; at debug level gradd says when it drops a compile.
 gradd::settings slow_compiles() {
   gradd::settings s;
   s.compile.delay_ms = 60000;
   s.compile.timeout_ms = 120000;
+  s.logging.level = gradd::log_level::debug;
   return s;
 }
 
