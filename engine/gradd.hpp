@@ -58,7 +58,7 @@ const char* to_string(fallback_reason reason) noexcept;
 /// Counters since the process started or the last reset(). A snapshot:
 /// counters of concurrent backwards may be mid-update.
 struct statistics {
-  uint64_t backwards = 0;        ///< backwards gradd's hook received
+  uint64_t backwards = 0;        ///< backwards gradd's hook served, counted as they end
   uint64_t plan_backwards = 0;   ///< served by a plan
   uint64_t eager_backwards = 0;  ///< served by the stock engine
   /// Raised an error (a hook, a node, the NaN check, fallback.on_unsupported);

@@ -92,14 +92,17 @@ public:
         task_(const_cast<torch::autograd::GraphTask&>(task)),
         accumulate_grad_(accumulate_grad), outputs_(outputs) {}
 
-  /// Serves the backward; counts it once, as served by a plan, by the stock
-  /// engine, or raised.
+  /// Serves the backward; counts it once it ends (so that a reset() meanwhile
+  /// cannot split its counts): served by a plan, by the stock engine, or
+  /// raised.
   variable_list serve() {
-    state_.stats.backwards.fetch_add(1, std::memory_order_relaxed);
     try {
-      return serve_counted();
+      auto result = serve_counted();
+      state_.stats.backwards.fetch_add(1, std::memory_order_relaxed);
+      return result;
     } catch (...) {
       state_.stats.raised_backwards.fetch_add(1, std::memory_order_relaxed);
+      state_.stats.backwards.fetch_add(1, std::memory_order_relaxed);
       throw;
     }
   }
