@@ -24,8 +24,12 @@
 // installed only for that phase, after the timing). `--grad-ready-times` adds
 // when the first and the median parameter gradient were accumulated, in ms
 // after the backward started, for both engines. `--dump-ir DIR` writes each
-// graph's IR (text and DOT) after capture and after each pass.
+// graph's IR (text and DOT) after capture and after each pass. On CUDA,
+// `--mode both` adds `floor_ms`, the stock engine's backward kernels replayed
+// from one CUDA graph (bench/backward_floor.hpp), and `floor_ratio`, gradd's
+// median over it.
 
+#include "bench/backward_floor.hpp"
 #include "bench/peak_memory.hpp"
 #include "engine/gradd.hpp"
 #include "examples/models.hpp"
@@ -363,6 +367,13 @@ int run(const options& o) {
       gradd_peak = std::max(gradd_peak, backward_peak(*model, r, true, device));
     }
     std::printf(", \"peak_ratio\": %.4f", static_cast<double>(gradd_peak) / eager_peak);
+    if (device.is_cuda()) {
+      gradd::disable_guard off;
+      if (auto floor = gradd::measure::backward_floor_ms(*model, o.warmup + o.iters, 50))
+        std::printf(", \"floor_ms\": %.4f, \"floor_ratio\": %.4f", *floor, s.median / *floor);
+      else
+        std::cerr << "gradd-bench: built without the CUDA toolkit's headers: no floor_ms\n";
+    }
   }
   if (o.grad_ready_times) {
     int64_t last = o.warmup + o.iters;

@@ -1,0 +1,25 @@
+#pragma once
+
+// The speed floor of a CUDA backward: the stock engine's own kernels for one
+// backward, captured into one CUDA graph in this process and replayed. No
+// engine of any kind runs between them, so no backward engine can beat it
+// without other kernels; issue 8's CUDA graphs aim at it (floor_ratio).
+
+#include "examples/models.hpp"
+
+#include <optional>
+
+namespace gradd::measure {
+
+/// Whether this build can measure the floor (it needs the CUDA toolkit's
+/// headers at build time).
+bool backward_floor_available() noexcept;
+
+/// Median milliseconds of `runs` replays of a CUDA graph holding the stock
+/// engine's backward of `model`'s loss at `step` (the forward excluded),
+/// each replay synchronized as gradd-bench's timed backwards are; nullopt
+/// where the build cannot measure it. gradd must be disabled or the caller
+/// inside a disable_guard. Leaves the parameters' `.grad` undefined.
+std::optional<double> backward_floor_ms(models::model& model, int64_t step, int runs);
+
+} // namespace gradd::measure
