@@ -62,7 +62,7 @@ MUTATIONS = [
      [("engine/detail/backward_hook.cpp",
        "      state_.stats.raised_backwards.fetch_add(1, std::memory_order_relaxed);\n", "")]),
     ("no_exit_handler", "process exit leaves compiles running",
-     [("engine/detail/lifecycle.cpp", "      std::atexit([] { instance().exit(); });",
+     [("engine/detail/lifecycle.cpp", "      std::atexit([] { instance().at_exit(); });",
        "      (void)0;")]),
     ("plan_skips_post_hooks", "a plan does not call post hooks",
      [("engine/detail/plan_runner.cpp", "  if (has_post_hooks)\n    return call_post_hooks(",

@@ -57,7 +57,7 @@ public:
     apply(innermost());
   }
 
-  std::atomic<bool> hooked{false};
+  bool hooked() const noexcept { return hooked_.load(); }
 
 private:
   const engine_mode& innermost() const {
@@ -68,9 +68,9 @@ private:
   void apply(const engine_mode& mode) {
     auto& state = engine_state::instance();
     bool hook = mode.hooked && !exiting_;
-    if (!hook && hooked.load()) {
+    if (!hook && hooked_.load()) {
       switch_hook(false);
-      hooked = false;  // after the hook: the entry gate still guards its window
+      hooked_ = false;  // after the hook: the entry gate still guards its window
     }
     if (exiting_)
       return;
@@ -81,8 +81,8 @@ private:
       state.stop();
     }
     state.use_settings(mode.config);
-    if (hook && !hooked.load()) {
-      hooked = true;  // before the hook: the entry gate guards its window
+    if (hook && !hooked_.load()) {
+      hooked_ = true;  // before the hook: the entry gate guards its window
       switch_hook(true);
     }
   }
@@ -91,17 +91,17 @@ private:
   /// the statics that start created are destroyed.
   void register_exit_handler() {
     if (!exit_handler_registered_)
-      std::atexit([] { instance().exit(); });
+      std::atexit([] { instance().at_exit(); });
     exit_handler_registered_ = true;
   }
 
-  void exit() {
+  void at_exit() {
     {
       std::lock_guard lock(mutex_);
       exiting_ = true;
-      if (hooked.load()) {
+      if (hooked_.load()) {
         switch_hook(false);
-        hooked = false;
+        hooked_ = false;
       }
     }
     engine_state::instance().drain_at_exit(exit_grace);
@@ -111,6 +111,7 @@ private:
   engine_mode outside_;
   std::vector<std::pair<uint64_t, engine_mode>> scopes_;
   uint64_t next_token_ = 1;
+  std::atomic<bool> hooked_{false};  ///< read lock-free by the entry gate
   bool exit_handler_registered_ = false;
   bool exiting_ = false;
 };
@@ -122,7 +123,7 @@ engine_mode current_mode() {
 }
 
 bool hook_installed() noexcept {
-  return mode_stack::instance().hooked.load();
+  return mode_stack::instance().hooked();
 }
 
 void set_mode(engine_mode mode) {
