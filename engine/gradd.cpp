@@ -13,11 +13,11 @@ namespace gradd {
 
 namespace {
 
+using engine::detail::change_mode;
 using engine::detail::close_scope;
-using engine::detail::current_mode;
+using engine::detail::engine_mode;
 using engine::detail::engine_state;
 using engine::detail::open_scope;
-using engine::detail::set_mode;
 
 /// `config`, shared, once check_usable found it usable.
 std::shared_ptr<const settings> usable(const settings& config) {
@@ -56,7 +56,9 @@ std::ostream& operator<<(std::ostream& out, const statistics& s) {
 }
 
 void enable(const settings& config) {
-  set_mode({true, true, usable(config)});
+  change_mode([enabled = engine_mode{true, true, usable(config)}](engine_mode& mode) {
+    mode = enabled;
+  });
 }
 
 void enable(const std::string& config_path) {
@@ -64,7 +66,10 @@ void enable(const std::string& config_path) {
 }
 
 void disable() {
-  set_mode({false, false, current_mode().config});
+  change_mode([](engine_mode& mode) {
+    mode.hooked = false;
+    mode.compiling = false;
+  });
 }
 
 bool is_enabled() noexcept {
@@ -95,7 +100,9 @@ bool wait_for_compiles(std::chrono::milliseconds timeout) {
 }
 
 enable_guard::enable_guard(const settings& config)
-    : scope_(open_scope({true, true, usable(config)})) {}
+    : scope_(open_scope([enabled = engine_mode{true, true, usable(config)}](const engine_mode&) {
+        return enabled;
+      })) {}
 
 enable_guard::enable_guard(const std::string& config_path)
     : enable_guard(load_settings(config_path)) {}
@@ -104,13 +111,13 @@ enable_guard::~enable_guard() {
   close_scope(scope_);
 }
 
-disable_guard::disable_guard() : scope_([] {
-  // A scope, not a shutdown: the hook goes, the pipeline and settings of
-  // the enclosing mode stay for when the scope ends.
-  auto mode = current_mode();
-  mode.hooked = false;
-  return open_scope(std::move(mode));
-}()) {}
+disable_guard::disable_guard()
+    : scope_(open_scope([](engine_mode mode) {
+        // A scope, not a shutdown: the hook goes, the pipeline and settings
+        // of the enclosing mode stay for when the scope ends.
+        mode.hooked = false;
+        return mode;
+      })) {}
 
 disable_guard::~disable_guard() {
   close_scope(scope_);

@@ -32,21 +32,16 @@ public:
     return *stack;
   }
 
-  engine_mode current() {
+  void change(const std::function<void(engine_mode&)>& change) {
     std::lock_guard lock(mutex_);
-    return innermost();
-  }
-
-  void set(engine_mode mode) {
-    std::lock_guard lock(mutex_);
-    (scopes_.empty() ? outside_ : scopes_.back().second) = std::move(mode);
+    change(scopes_.empty() ? outside_ : scopes_.back().second);
     apply(innermost());
   }
 
-  uint64_t open(engine_mode mode) {
+  uint64_t open(const std::function<engine_mode(const engine_mode&)>& derive) {
     std::lock_guard lock(mutex_);
     auto token = next_token_++;
-    scopes_.emplace_back(token, std::move(mode));
+    scopes_.emplace_back(token, derive(innermost()));
     apply(innermost());
     return token;
   }
@@ -118,20 +113,16 @@ private:
 
 } // namespace
 
-engine_mode current_mode() {
-  return mode_stack::instance().current();
-}
-
 bool hook_installed() noexcept {
   return mode_stack::instance().hooked();
 }
 
-void set_mode(engine_mode mode) {
-  mode_stack::instance().set(std::move(mode));
+void change_mode(const std::function<void(engine_mode&)>& change) {
+  mode_stack::instance().change(change);
 }
 
-uint64_t open_scope(engine_mode mode) {
-  return mode_stack::instance().open(std::move(mode));
+uint64_t open_scope(const std::function<engine_mode(const engine_mode&)>& derive) {
+  return mode_stack::instance().open(derive);
 }
 
 void close_scope(uint64_t token) {

@@ -13,6 +13,7 @@
 #include "config/settings.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 namespace gradd::engine::detail {
@@ -23,17 +24,16 @@ struct engine_mode {
   std::shared_ptr<const settings> config = std::make_shared<const settings>();
 };
 
-/// The mode now (the innermost scope's). Thread-safe.
-engine_mode current_mode();
-
 /// Whether gradd's hook is installed now. Lock-free.
 bool hook_installed() noexcept;
 
-/// Sets the innermost scope's mode and applies it. Thread-safe.
-void set_mode(engine_mode mode);
+/// Changes the innermost scope's mode with `change` and applies it, in one
+/// step: no other mode change comes between. Thread-safe.
+void change_mode(const std::function<void(engine_mode&)>& change);
 
-/// Opens a scope in `mode`; returns the token that closes it.
-uint64_t open_scope(engine_mode mode);
+/// Opens a scope whose mode `derive` makes from the innermost one, in one
+/// step, and applies it; returns the token that closes it. Thread-safe.
+uint64_t open_scope(const std::function<engine_mode(const engine_mode&)>& derive);
 
 /// Closes the scope `token` opened, and applies the innermost open one.
 void close_scope(uint64_t token);
