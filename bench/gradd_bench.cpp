@@ -4,7 +4,7 @@
 //   gradd-bench --model {mlp,deep-mlp,convnet,lstm,transformer,wide-mlp,encoder,resnet18}
 //               --device {cpu,cuda} --mode {eager,gradd,both}
 //               --iters N --warmup W [--config FILE] [--structures {fixed,sweep}]
-//               [--dump-ir DIR] [--grad-ready-times] [--help]
+//               [--shapes {fixed,sweep}] [--dump-ir DIR] [--grad-ready-times] [--help]
 //
 // A flag takes its value as the next argument or after '=', and may be
 // given once; anything else is refused with the usage and exit code 2, as is
@@ -18,7 +18,9 @@
 // the same inputs: max |g - g_stock| / max |g_stock| over all parameters.
 // `--structures sweep` makes an MLP change depth every step (4 structures) and
 // adds `stall_ratio`: gradd's slowest backward over the stock engine's slowest,
-// warm-up included, since that is where new structures appear. `--mode both`
+// warm-up included, since that is where new structures appear; `--shapes
+// sweep` changes the batch size every step among 4 sizes (any model; one
+// structure, new shapes) and adds `stall_ratio` too. `--mode both`
 // also measures `peak_ratio`: gradd's peak memory during a backward over the
 // stock engine's (CUDA allocator statistics; on the CPU a counting allocator,
 // installed only for that phase, after the timing). `--grad-ready-times` adds
@@ -56,25 +58,27 @@ struct options {
   int iters = 200;
   int warmup = 20;
   std::string structures = "fixed";
+  std::string shapes = "fixed";
   gradd::settings policy;
   bool grad_ready_times = false;
 };
 
 constexpr int sweep_structures = 4;
+constexpr int sweep_batch_sizes = 4;
 
 const char* const usage =
     "usage: gradd-bench"
     " [--model {mlp,deep-mlp,convnet,lstm,transformer,wide-mlp,encoder,resnet18}]\n"
     "                   [--device {cpu,cuda}] [--mode {eager,gradd,both}] [--iters N]\n"
     "                   [--warmup W] [--config FILE] [--structures {fixed,sweep}]\n"
-    "                   [--dump-ir DIR] [--grad-ready-times]\n"
+    "                   [--shapes {fixed,sweep}] [--dump-ir DIR] [--grad-ready-times]\n"
     "A flag's value follows it (--iters 50) or an '=' (--iters=50); each flag once.\n"
     "Without --config the policy comes from $GRADD_CONFIG, or is the default one.\n";
 
 /// The flags that take a value; --grad-ready-times is the one that takes none.
 const std::vector<std::string> value_flags{"--model",   "--device", "--mode",
                                            "--iters",   "--warmup", "--config",
-                                           "--structures", "--dump-ir"};
+                                           "--structures", "--shapes", "--dump-ir"};
 
 [[noreturn]] void usage_error(const std::string& message) {
   std::cerr << "gradd-bench: " << message << "\n" << usage;
@@ -160,6 +164,7 @@ options parse(int argc, char** argv) {
   o.device = value("--device", o.device);
   o.mode = value("--mode", o.mode);
   o.structures = value("--structures", o.structures);
+  o.shapes = value("--shapes", o.shapes);
   o.iters = positive_int("--iters", value("--iters", std::to_string(o.iters)), 1);
   o.warmup = positive_int("--warmup", value("--warmup", std::to_string(o.warmup)), 0);
   o.grad_ready_times = given.count("--grad-ready-times") > 0;
@@ -167,6 +172,7 @@ options parse(int argc, char** argv) {
   require_choice("--device", o.device, {"cpu", "cuda"});
   require_choice("--mode", o.mode, {"eager", "gradd", "both"});
   require_choice("--structures", o.structures, {"fixed", "sweep"});
+  require_choice("--shapes", o.shapes, {"fixed", "sweep"});
   if (o.structures == "sweep" && o.model != "mlp" && o.model != "deep-mlp")
     usage_error("--structures sweep needs --model mlp or deep-mlp");
   o.policy = policy_of(given);
@@ -302,10 +308,13 @@ summary summarize(std::vector<double> times) {
 /// Runs the benchmark `o` describes and prints its JSON line.
 int run(const options& o) {
   torch::Device device = o.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
-  bool sweep = o.structures == "sweep";
+  bool structure_sweep = o.structures == "sweep";
+  bool shape_sweep = o.shapes == "sweep";
   auto model = gradd::models::make_model(o.model, device, torch::kFloat32,
                                          gradd::models::model_size::bench,
-                                         sweep ? sweep_structures : 1);
+                                         structure_sweep ? sweep_structures : 1);
+  if (shape_sweep)
+    model->sweep_batch_sizes(sweep_batch_sizes);
   bool run_gradd = o.mode != "eager";
   bool run_eager = o.mode != "gradd";
 
@@ -357,7 +366,7 @@ int run(const options& o) {
   if (o.mode == "both") {
     auto e = summarize(eager_times);
     std::printf(", \"eager_median_ms\": %.4f, \"ratio\": %.4f", e.median, s.median / e.median);
-    if (sweep)
+    if (structure_sweep || shape_sweep)
       std::printf(", \"stall_ratio\": %.4f", slowest_gradd / slowest_eager);
     if (!device.is_cuda())
       gradd::measure::install_cpu_peak_tracking();

@@ -48,7 +48,7 @@ public:
       : module_model(make(depth, width), device, dtype), depth_(depth), width_(width),
         batch_size_(batch_size), structures_(structures) {}
   torch::Tensor loss(int64_t step) override {
-    auto x = batch({batch_size_, width_}, step);
+    auto x = batch({batch_size_at(batch_size_, step), width_}, step);
     auto layers = depth_ * (1 + step % structures_) / structures_;
     auto h = x;
     for (int64_t i = 0; i < layers; ++i) {
@@ -93,8 +93,9 @@ class convnet_model final : public module_model<convnet> {
 public:
   using module_model::module_model;
   torch::Tensor loss(int64_t step) override {
-    auto logits = module_->forward(batch({16, 3, 32, 32}, step));
-    auto labels = torch::arange(16, torch::dtype(torch::kLong).device(device_)) % 10;
+    auto n = batch_size_at(16, step);
+    auto logits = module_->forward(batch({n, 3, 32, 32}, step));
+    auto labels = torch::arange(n, torch::dtype(torch::kLong).device(device_)) % 10;
     return torch::cross_entropy_loss(logits, labels);
   }
 };
@@ -115,8 +116,9 @@ class lstm_model final : public module_model<lstm_net> {
 public:
   using module_model::module_model;
   torch::Tensor loss(int64_t step) override {
-    auto x = batch({16, 8, 32}, step);  // (sequence, batch, features)
-    return torch::mse_loss(module_->forward(x), batch({16, 8, 32}, step + 1000));
+    auto n = batch_size_at(8, step);
+    auto x = batch({16, n, 32}, step);  // (sequence, batch, features)
+    return torch::mse_loss(module_->forward(x), batch({16, n, 32}, step + 1000));
   }
 };
 
@@ -139,8 +141,9 @@ class transformer_model final : public module_model<transformer_net> {
 public:
   using module_model::module_model;
   torch::Tensor loss(int64_t step) override {
-    auto x = batch({16, 8, 64}, step);  // (sequence, batch, d_model)
-    return torch::mse_loss(module_->forward(x), batch({16, 8, 64}, step + 1000));
+    auto n = batch_size_at(8, step);
+    auto x = batch({16, n, 64}, step);  // (sequence, batch, d_model)
+    return torch::mse_loss(module_->forward(x), batch({16, n, 64}, step + 1000));
   }
 };
 
@@ -151,7 +154,7 @@ public:
   wide_mlp_model(torch::Device device, torch::Dtype dtype)
       : module_model(make(), device, dtype) {}
   torch::Tensor loss(int64_t step) override {
-    return module_->forward(batch({64, 256}, step)).square().mean();
+    return module_->forward(batch({batch_size_at(64, step), 256}, step)).square().mean();
   }
 
 private:
@@ -174,7 +177,8 @@ public:
       : module_model(make(), device, dtype), sequence_(sequence), batch_size_(batch_size) {}
   torch::Tensor loss(int64_t step) override {
     // (sequence, batch, d_model): libtorch's layer has no batch_first.
-    return module_->forward(batch({sequence_, batch_size_, 256}, step)).square().mean();
+    auto n = batch_size_at(batch_size_, step);
+    return module_->forward(batch({sequence_, n, 256}, step)).square().mean();
   }
 
 private:
@@ -256,7 +260,8 @@ public:
   resnet18_model(int64_t batch_size, int64_t image, torch::Device device, torch::Dtype dtype)
       : module_model(resnet18_net(), device, dtype), batch_size_(batch_size), image_(image) {}
   torch::Tensor loss(int64_t step) override {
-    return module_->forward(batch({batch_size_, 3, image_, image_}, step)).square().mean();
+    auto n = batch_size_at(batch_size_, step);
+    return module_->forward(batch({n, 3, image_, image_}, step)).square().mean();
   }
 
 private:

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,20 @@ public:
   virtual ~model() = default;
   virtual torch::Tensor loss(int64_t step) = 0;
   virtual std::vector<torch::Tensor> parameters() = 0;
+
+  /// Makes the batch size change with the step among `sizes` sizes (1, the
+  /// default, keeps it fixed): step s uses (1 + s % sizes) / sizes of the
+  /// full batch, at least one sample. The structure stays; shapes change.
+  void sweep_batch_sizes(int sizes) { batch_sizes_ = sizes; }
+
+protected:
+  /// The batch size at `step` of a model whose full batch is `full`.
+  int64_t batch_size_at(int64_t full, int64_t step) const {
+    return std::max<int64_t>(1, full * (1 + step % batch_sizes_) / batch_sizes_);
+  }
+
+private:
+  int batch_sizes_ = 1;
 };
 
 /// The model names make_model knows.
