@@ -84,7 +84,16 @@ inline void require_bitwise_equal(const torch::Tensor& expected, const torch::Te
   REQUIRE(expected.sizes() == actual.sizes());
   REQUIRE(expected.strides() == actual.strides());
   REQUIRE(expected.storage_offset() == actual.storage_offset());
-  REQUIRE(torch::equal(bits_of(expected), bits_of(actual)));
+  auto expected_bits = bits_of(expected), actual_bits = bits_of(actual);
+  bool same_bits = torch::equal(expected_bits, actual_bits);
+  if (!same_bits && expected.is_floating_point()) {
+    auto diff = (expected.cpu().to(torch::kDouble) - actual.cpu().to(torch::kDouble)).abs();
+    UNSCOPED_INFO((expected_bits != actual_bits).sum().item<int64_t>()
+                  << " of " << expected.numel() << " elements differ, by up to "
+                  << diff.max().item<double>() << " (largest |value| "
+                  << expected.abs().max().item<double>() << ")");
+  }
+  REQUIRE(same_bits);
 }
 
 /// require_bitwise_equal, element by element of two lists.
