@@ -41,13 +41,15 @@ void check_model(const std::string& name, torch::Device device, torch::Dtype dty
 }
 
 /// One intra-op thread for its scope. Note [Multi-threaded float32 mlp]:
-/// with two OpenMP threads, gradd's float32 mlp gradients differed from the
-/// stock engine's in about 1 of 10 runs of this test (nearly every element
-/// of the first weight's gradient, by ~2e-5 relative), already before the
-/// lifecycle work (4 of 40 runs at 3c6937f); never with one thread, and
-/// never stock against stock (300 backwards, with threads spinning beside
-/// them). Not understood yet: the CPU model cases run on one thread so CI
-/// tests what is understood, and the case below keeps the mismatch in view.
+/// with two OpenMP threads, the float32 mlp's gradients under gradd differed
+/// from the stock engine's in about 1 of 10 runs of this test (nearly every
+/// element of the first weight's gradient, by ~2e-5 relative), already
+/// before the lifecycle work (4 of 40 runs at 3c6937f), never with one
+/// thread. In every such run the loss differed too: the forward pass (MKL's
+/// multi-threaded matmul, in a process where gradd's threads exist), not
+/// the backward, produced other bits. The CPU model cases compare
+/// backwards, so they run on one thread; the case below checks on two
+/// threads that the gradients match wherever the forward did.
 class one_intra_op_thread {
 public:
   one_intra_op_thread() : before_(at::get_num_threads()) { at::set_num_threads(1); }
@@ -114,30 +116,33 @@ TEST_CASE("a batch-size sweep is one plan per model, exact at every size",
   }
 }
 
-TEST_CASE("the float32 mlp on two intra-op threads (Note [Multi-threaded float32 mlp])",
-          "[engine][models][!mayfail]") {
-  // Reported, not gating: fails when the open mismatch shows.
-  int mismatches = 0;
+TEST_CASE("on two intra-op threads the mlp's gradients follow its forward pass "
+          "(Note [Multi-threaded float32 mlp])",
+          "[engine][models]") {
+  // Where gradd's gradients differ from the stock engine's, the forward pass
+  // before them differed already: the backward is exact given its forward.
+  int forward_differed = 0;
   for (int run = 0; run < 10; ++run) {
     auto m = gradd::models::make_model("mlp", torch::kCPU, torch::kFloat32);
     auto params = m->parameters();
-    auto expected = [&] {
-      gradd::disable_guard off;
+    auto step = [&] {
       gradd::test::clear_grads(params);
-      m->loss(0).backward();
-      return gradd::test::grads_of(params);
+      auto loss = m->loss(0);
+      loss.backward();
+      return std::pair{loss.detach(), gradd::test::grads_of(params)};
+    };
+    auto [stock_loss, stock_grads] = [&] {
+      gradd::disable_guard off;
+      return step();
     }();
     gradd::reset();
     gradd::enable_guard on{gradd::test::sync_settings()};
-    gradd::test::clear_grads(params);
-    m->loss(0).backward();
-    auto got = gradd::test::grads_of(params);
-    for (size_t k = 0; k < got.size(); ++k)
-      if (!torch::equal(gradd::test::bits_of(expected[k]), gradd::test::bits_of(got[k]))) {
-        ++mismatches;
-        break;
-      }
+    auto [loss, grads] = step();
+    bool same_forward = torch::equal(gradd::test::bits_of(stock_loss), gradd::test::bits_of(loss));
+    forward_differed += same_forward ? 0 : 1;
+    if (same_forward)
+      gradd::test::require_bitwise_equal(stock_grads, grads);
   }
-  INFO(mismatches << " of 10 first plan runs differed from the stock engine");
-  CHECK(mismatches == 0);
+  if (forward_differed > 0)
+    WARN(forward_differed << " of 10 forward passes under gradd differed from the stock run's");
 }
