@@ -47,21 +47,6 @@ bool is_unsupported(fallback_reason reason) {
   }
 }
 
-// Note [Policy changes and cached plans]
-// Plans stay cached across disable/enable and across policy changes: a
-// guard that steps out for one backward, or a scope with other fallback or
-// logging settings, must not throw compiled work away. But a plan is the
-// product of the passes that ran on its graph, so a policy with other passes
-// (passes.pipeline, passes.gradient_ready) must not be served by it. Those
-// settings are part of the structural key: under other passes a structure
-// is another variant, compiled for them, and the first policy's plans are
-// there again when it comes back (until the LRU cache evicts them).
-
-/// The part of `s` that shapes a plan, as one key word.
-uint64_t plan_variant(const settings& s) {
-  return std::hash<std::string>{}(s.passes.pipeline) * 2 + (s.passes.gradient_ready ? 1 : 0);
-}
-
 /// Walk storage of this thread, one per nesting level of backward-in-backward.
 class walk_scope {
 public:
@@ -88,7 +73,8 @@ public:
   backward_call(const std::shared_ptr<torch::autograd::Node>& root,
                 const torch::autograd::GraphTask& task, bool accumulate_grad,
                 const std::vector<torch::autograd::Edge>& outputs)
-      : state_(engine_state::instance()), config_(state_.current_settings()), root_(root),
+      : state_(engine_state::instance()), policy_(state_.current_policy()),
+        config_(*policy_->config), root_(root),
         task_(const_cast<torch::autograd::GraphTask&>(task)),
         accumulate_grad_(accumulate_grad), outputs_(outputs) {}
 
@@ -109,7 +95,7 @@ public:
 
 private:
   variable_list serve_counted() {
-    if (config_->fallback.force_eager)
+    if (config_.fallback.force_eager)
       return eager(fallback_reason::force_eager);
     // The stock engine's workers run nodes under the task's thread-local
     // state, whose grad mode is create_graph.
@@ -121,7 +107,7 @@ private:
 
     walk_scope scope;
     walk_ = &*scope;
-    walk_graph(*root_, outputs_, task_.keep_graph_, accumulate_grad_, plan_variant(*config_),
+    walk_graph(*root_, outputs_, task_.keep_graph_, accumulate_grad_, policy_->plan_variant,
                *walk_);
     auto found = find();
     if (found.ready) {
@@ -133,8 +119,8 @@ private:
     if (!record)  // another thread claimed it a moment ago
       record = find().blocked;
     if (record && record->state.load() == graph_state::pending
-        && config_->compile.mode == compile_mode::sync)
-      record->wait_settled(std::chrono::milliseconds(config_->compile.timeout_ms));
+        && config_.compile.mode == compile_mode::sync)
+      record->wait_settled(std::chrono::milliseconds(config_.compile.timeout_ms));
     if (record && record->state.load(std::memory_order_acquire) == graph_state::ready
         && fits(*record))
       return run(*record);
@@ -177,7 +163,7 @@ private:
     } guard{record};
     run_plan(record.compiled->plan, walk_->nodes, task_);
     run_post_processing(task_);
-    if (config_->nan_check.enabled)
+    if (config_.nan_check.enabled)
       check_for_nan(walk_->nodes, task_.captured_vars_);
     state_.stats.plan_backwards.fetch_add(1, std::memory_order_relaxed);
     return std::move(task_.captured_vars_);
@@ -193,7 +179,7 @@ private:
         record->pending_backwards.fetch_add(1, std::memory_order_relaxed);
     }
     return eager(reason, [&](const variable_list& result) {
-      if (config_->nan_check.enabled)
+      if (config_.nan_check.enabled)
         check_for_nan(walk_->nodes, result);
     });
   }
@@ -203,7 +189,7 @@ private:
   variable_list eager(fallback_reason reason,
                       const std::function<void(const variable_list&)>& check = {}) {
     TORCH_CHECK(!is_unsupported(reason)
-                    || config_->fallback.on_unsupported != unsupported_policy::error,
+                    || config_.fallback.on_unsupported != unsupported_policy::error,
                 "gradd: cannot serve this backward: ", to_string(reason),
                 " (policy fallback.on_unsupported: error)");
     state_.warn_fallback(reason);
@@ -215,7 +201,8 @@ private:
   }
 
   engine_state& state_;
-  std::shared_ptr<const settings> config_;
+  std::shared_ptr<const serving_policy> policy_;
+  const settings& config_;
   const std::shared_ptr<torch::autograd::Node>& root_;
   torch::autograd::GraphTask& task_;
   bool accumulate_grad_;

@@ -4,6 +4,9 @@
 
 #include "config/log.hpp"
 
+#include <functional>
+#include <string>
+
 namespace gradd::engine::detail {
 
 statistics counters::snapshot() const {
@@ -30,6 +33,16 @@ void counters::reset() {
   captures = 0;
   cache_hits = 0;
   cache_misses = 0;
+}
+
+serving_policy::serving_policy(std::shared_ptr<const settings> config)
+    : config(std::move(config)),
+      plan_variant(std::hash<std::string>{}(this->config->passes.pipeline) * 2
+                   + (this->config->passes.gradient_ready ? 1 : 0)) {}
+
+void engine_state::use_settings(const std::shared_ptr<const settings>& config) {
+  if (policy_.load()->config != config)
+    policy_.store(std::make_shared<const serving_policy>(config));
 }
 
 engine_state& engine_state::instance() {
@@ -108,7 +121,7 @@ void engine_state::warn_fallback(fallback_reason reason) {
   // Running eager while a plan compiles is the design, not a problem.
   auto level = reason == fallback_reason::compile_pending ? log_level::info : log_level::warning;
   if ((warned_reasons_.fetch_or(bit) & bit) == 0)
-    log(current_settings()->logging.level, level,
+    log(current_policy()->config->logging.level, level,
         std::string("a backward ran on the stock engine: ") + to_string(reason)
             + " (said once per reason; see gradd::stats())");
 }

@@ -25,6 +25,26 @@ struct counters {
   void reset();
 };
 
+// Note [Policy changes and cached plans]
+// Plans stay cached across disable/enable and across policy changes: a
+// guard that steps out for one backward, or a scope with other fallback or
+// logging settings, must not throw compiled work away. But a plan is the
+// product of the passes that ran on its graph, so a policy with other passes
+// (passes.pipeline, passes.gradient_ready) must not be served by it. Those
+// settings are part of the structural key: under other passes a structure
+// is another variant, compiled for them, and the first policy's plans are
+// there again when it comes back (until the LRU cache evicts them).
+
+/// The settings backwards are served with, and the key word of the part of
+/// them that shapes a plan, computed once when they are installed rather
+/// than in every backward.
+struct serving_policy {
+  explicit serving_policy(std::shared_ptr<const settings> config);
+
+  std::shared_ptr<const settings> config;
+  uint64_t plan_variant;  ///< Note [Policy changes and cached plans]
+};
+
 /// The process-wide state behind the API: settings, plan table, pipeline,
 /// statistics.
 class engine_state {
@@ -33,11 +53,12 @@ public:
   /// other threads may outlive static destruction).
   static engine_state& instance();
 
-  /// The settings backwards are served with. Thread-safe.
-  std::shared_ptr<const settings> current_settings() const { return settings_.load(); }
+  /// The policy backwards are served with. Thread-safe.
+  std::shared_ptr<const serving_policy> current_policy() const { return policy_.load(); }
 
-  /// Serves later backwards with `config`. Thread-safe.
-  void use_settings(std::shared_ptr<const settings> config) { settings_.store(std::move(config)); }
+  /// Serves later backwards with `config`. Thread-safe; callers are
+  /// serialized (lifecycle.cpp).
+  void use_settings(const std::shared_ptr<const settings>& config);
 
   /// Runs a pipeline built for `config`: keeps the running one if it was
   /// built for this very object, else stops it and starts another.
@@ -73,7 +94,8 @@ public:
   counters stats;
 
 private:
-  std::atomic<std::shared_ptr<const settings>> settings_{std::make_shared<const settings>()};
+  std::atomic<std::shared_ptr<const serving_policy>> policy_{
+      std::make_shared<const serving_policy>(std::make_shared<const settings>())};
   std::atomic<uint32_t> warned_reasons_{0};
   mutable std::shared_mutex pipeline_mutex_;
   std::shared_ptr<actors::pipeline> pipeline_;

@@ -32,7 +32,7 @@ struct graph_walk {
 
 /// Walks the graph under `root` into `out`, reusing its storage. The key
 /// ends with `plan_variant`: what of the policy shapes a plan (Note [Policy
-/// changes and cached plans], backward_hook.cpp).
+/// changes and cached plans], engine_state.hpp).
 void walk_graph(torch::autograd::Node& root, const std::vector<torch::autograd::Edge>& outputs,
                 bool keep_graph, bool accumulate_grad, uint64_t plan_variant, graph_walk& out);
 
