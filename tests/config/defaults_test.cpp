@@ -39,13 +39,15 @@ std::string printed(const T& value) {
 /// name every member, so a member added to settings or to a section stops
 /// this compiling: list it here and give it another value in odd_settings().
 field_map policy_fields(const settings& s) {
-  const auto& [compile, cache, fallback, nan_check, passes, logging, source] = s;
+  const auto& [compile, cache, fallback, nan_check, passes, cuda_graphs, logging, source] = s;
   (void)source;  // where the settings were loaded from: not a policy key
   const auto& [mode, threads, timeout_ms, delay_ms] = compile;
   const auto& [max_plans] = cache;
   const auto& [on_compile_error, retry_after_ms, on_unsupported, force_eager] = fallback;
   const auto& [enabled] = nan_check;
   const auto& [pipeline, gradient_ready] = passes;
+  const auto& [graphs_enabled, graph_mode, max_graphs, dynamic_after, memory_limit_mb, hand_out] =
+      cuda_graphs;
   const auto& [level, ir_dump_dir] = logging;
   return {
       {"compile.mode", printed(mode)},
@@ -60,6 +62,12 @@ field_map policy_fields(const settings& s) {
       {"nan_check.enabled", printed(enabled)},
       {"passes.pipeline", printed(pipeline)},
       {"passes.gradient_ready", printed(gradient_ready)},
+      {"cuda_graphs.enabled", printed(graphs_enabled)},
+      {"cuda_graphs.mode", printed(graph_mode)},
+      {"cuda_graphs.max_graphs", printed(max_graphs)},
+      {"cuda_graphs.dynamic_after", printed(dynamic_after)},
+      {"cuda_graphs.memory_limit_mb", printed(memory_limit_mb)},
+      {"cuda_graphs.hand_out", printed(hand_out)},
       {"logging.level", printed(level)},
       {"logging.ir_dump_dir", printed(ir_dump_dir)},
   };
@@ -80,6 +88,12 @@ settings odd_settings() {
   s.nan_check.enabled = true;
   s.passes.pipeline = "dce";
   s.passes.gradient_ready = true;
+  s.cuda_graphs.enabled = false;
+  s.cuda_graphs.mode = gradd::graph_shape_policy::static_shapes;
+  s.cuda_graphs.max_graphs = 3;
+  s.cuda_graphs.dynamic_after = 4;
+  s.cuda_graphs.memory_limit_mb = 64;
+  s.cuda_graphs.hand_out = gradd::grad_hand_out::copy;
   s.logging.level = gradd::log_level::debug;
   s.logging.ir_dump_dir = "/tmp/gradd-odd";
   s.source = "odd.yaml";

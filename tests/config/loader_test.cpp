@@ -29,6 +29,13 @@ nan_check:
 passes:
   pipeline: dce,remove_unused_sizes
   gradient_ready: true
+cuda_graphs:
+  enabled: false
+  mode: static
+  max_graphs: 3
+  dynamic_after: 4
+  memory_limit_mb: 64
+  hand_out: copy
 logging:
   level: debug
   ir_dump_dir: /tmp/gradd-ir
@@ -45,6 +52,12 @@ logging:
   CHECK(s.nan_check.enabled);
   CHECK(s.passes.pipeline == "dce,remove_unused_sizes");
   CHECK(s.passes.gradient_ready);
+  CHECK(!s.cuda_graphs.enabled);
+  CHECK(s.cuda_graphs.mode == gradd::graph_shape_policy::static_shapes);
+  CHECK(s.cuda_graphs.max_graphs == 3);
+  CHECK(s.cuda_graphs.dynamic_after == 4);
+  CHECK(s.cuda_graphs.memory_limit_mb == 64);
+  CHECK(s.cuda_graphs.hand_out == gradd::grad_hand_out::copy);
   CHECK(s.logging.level == gradd::log_level::debug);
   CHECK(s.logging.ir_dump_dir == "/tmp/gradd-ir");
 }
@@ -72,6 +85,21 @@ TEST_CASE("a bad policy names file, line and key", "[config]") {
       {"passes:\n  pipeline: dce,fuse_all\n", 2, "passes.pipeline",
        "unknown pass 'fuse_all' (known: delay_unpack_hook_nodes"},
       {"passes:\n  gradient_ready: maybe\n", 2, "passes.gradient_ready", "expected true or false"},
+      {"cuda_graphs:\n  enabled: on\n", 2, "cuda_graphs.enabled", "expected true or false"},
+      {"cuda_graphs:\n  mode: sometimes\n", 2, "cuda_graphs.mode",
+       "expected one of static, auto, dynamic, got 'sometimes'"},
+      {"cuda_graphs:\n  max_graphs: 0\n", 2, "cuda_graphs.max_graphs",
+       "expected an integer in [1, 1024], got '0'"},
+      {"cuda_graphs:\n  mode: auto\n  max_graphs: 1025\n", 3, "cuda_graphs.max_graphs",
+       "got '1025'"},
+      {"cuda_graphs:\n  dynamic_after: 0\n", 2, "cuda_graphs.dynamic_after",
+       "expected an integer in [1, 4294967295], got '0'"},
+      {"cuda_graphs:\n  memory_limit_mb: 4G\n", 2, "cuda_graphs.memory_limit_mb", "got '4G'"},
+      {"cuda_graphs:\n  hand_out: lend\n", 2, "cuda_graphs.hand_out",
+       "expected one of borrow, copy, got 'lend'"},
+      {"cuda_graphs:\n  enabled: true\n  replay: always\n", 3, "cuda_graphs.replay",
+       "unknown key (known in cuda_graphs: enabled, mode, max_graphs, dynamic_after, "
+       "memory_limit_mb, hand_out)"},
       {"logging:\n  level: loud\n", 2, "logging.level", "error, warning, info, debug"},
       {"logging:\n  ir_dump_dir: [a, b]\n", 2, "logging.ir_dump_dir", "got a sequence"},
       {"compile:\n  mode: sync\n  speed: 3\n", 3, "compile.speed",
