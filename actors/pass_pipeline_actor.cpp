@@ -20,10 +20,7 @@ pass_pipeline_actor::behavior_type pass_pipeline_stage(
       context->run_on_arena([context, compile, registry, shared] {
         const auto& config = context->config;
         try {
-          compiler::pass_manager passes(config.passes.pipeline
-                                        + (config.passes.gradient_ready
-                                               ? ",gradient_ready_schedule"
-                                               : ""));
+          compiler::pass_manager passes(config.passes.effective_pipeline());
           passes.dump_to(config.logging.ir_dump_dir);
           passes.run(shared->ir, "graph_" + std::to_string(shared->graph_id),
                      [&] { context->check_interruption(shared->graph_id); });

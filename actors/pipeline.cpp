@@ -1,10 +1,8 @@
 // The pipeline's lifecycle (CAF-0.17.md, section 1).
 //
-// The actor system is the process's, created on first use and never
-// destroyed: ~actor_system hangs when it runs on another thread than the
-// one that created it, and at process exit it frees memory CAF's own statics
-// already released. Each pipeline spawns its stages into it, back to front
-// so each knows the next, with a TBB arena sized by the policy. Stopping
+// The actor system is the process's (actor_system.hpp). Each pipeline
+// spawns its stages into it, back to front so each knows the next, with a
+// TBB arena sized by the policy. Stopping
 // follows the order that leaves nothing dangling: refuse new work, interrupt
 // the graphs in flight and let them settle (their TBB tasks finish before
 // they message the registry), drop what is still pending, then exit the
@@ -12,12 +10,12 @@
 
 #include "actors/pipeline.hpp"
 
+#include "actors/actor_system.hpp"
 #include "actors/capture_actor.hpp"
 #include "actors/compile_actor.hpp"
 #include "actors/pass_pipeline_actor.hpp"
 #include "actors/registry_actor.hpp"
 #include "actors/stage_context.hpp"
-#include "actors/type_ids.hpp"
 #include "config/log.hpp"
 
 #include <caf/all.hpp>
@@ -27,21 +25,6 @@
 #include <optional>
 
 namespace gradd::actors {
-
-namespace {
-
-caf::actor_system& process_actor_system() {
-  static auto* system = [] {
-    auto* cfg = new caf::actor_system_config;
-    cfg->set("scheduler.max-threads", 1);
-    cfg->set("work-stealing.moderate-poll-attempts", 0);
-    cfg->add_message_types<caf::id_block::gradd>();
-    return new caf::actor_system(*cfg);
-  }();
-  return *system;
-}
-
-} // namespace
 
 struct pipeline::impl {
   impl(const settings& config, engine::detail::plan_table& table)

@@ -37,6 +37,7 @@
 #include "examples/models.hpp"
 
 #include <torch/csrc/autograd/function_hook.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -183,9 +184,16 @@ options parse(int argc, char** argv) {
   return o;
 }
 
+/// Waits for the current stream, where every backward ends (gradd's
+/// post-processing, like the stock engine's, makes it wait for the
+/// leaves' streams). Not the whole device: a device-wide synchronize while
+/// a stream actor captures a CUDA graph on its own stream would fail
+/// (docs/design.md, "CUDA graphs").
 void synchronize(const torch::Device& device) {
-  if (device.is_cuda())
-    torch::cuda::synchronize();
+  if (!device.is_cuda())
+    return;
+  c10::impl::VirtualGuardImpl cuda(c10::DeviceType::CUDA);
+  cuda.synchronizeStream(cuda.getStream(device));
 }
 
 /// Runs one forward + backward of `model` on batch `step` with gradd on or
@@ -340,6 +348,9 @@ int run(const options& o) {
       step(i, false);
     step(i, run_gradd);
   }
+  // CUDA graphs of the warm-up's shapes are captured in the background;
+  // time what is served once they are there.
+  gradd::wait_for_compiles();
   auto before = gradd::stats();
   std::vector<double> gradd_times, eager_times;
   for (int i = 0; i < o.iters; ++i) {
@@ -355,13 +366,15 @@ int run(const options& o) {
   auto main_times = run_gradd ? gradd_times : eager_times;
   auto s = summarize(main_times);
   uint64_t plan_backwards = after.plan_backwards - before.plan_backwards;
+  uint64_t graph_backwards = after.graph_backwards - before.graph_backwards;
   uint64_t eager_backwards = run_gradd ? after.eager_backwards - before.eager_backwards
                                        : static_cast<uint64_t>(o.iters);
   std::printf("{\"model\": \"%s\", \"device\": \"%s\", \"mode\": \"%s\", \"median_ms\": %.4f, "
               "\"p90_ms\": %.4f, \"first_ms\": %.4f, \"plan_backwards\": %llu, "
-              "\"eager_backwards\": %llu, \"max_rel_grad_diff\": %.3g",
+              "\"graph_backwards\": %llu, \"eager_backwards\": %llu, \"max_rel_grad_diff\": %.3g",
               o.model.c_str(), o.device.c_str(), o.mode.c_str(), s.median, s.p90, first_ms,
               static_cast<unsigned long long>(plan_backwards),
+              static_cast<unsigned long long>(graph_backwards),
               static_cast<unsigned long long>(eager_backwards), diff);
   if (o.mode == "both") {
     auto e = summarize(eager_times);
@@ -375,7 +388,11 @@ int run(const options& o) {
       eager_peak = std::max(eager_peak, backward_peak(*model, r, false, device));
       gradd_peak = std::max(gradd_peak, backward_peak(*model, r, true, device));
     }
-    std::printf(", \"peak_ratio\": %.4f", static_cast<double>(gradd_peak) / eager_peak);
+    // A CUDA graph's memory is allocated once, at capture, and held: it
+    // counts towards every backward it serves.
+    auto graph_bytes = static_cast<int64_t>(gradd::stats().graph_bytes);
+    std::printf(", \"peak_ratio\": %.4f, \"graph_mb\": %.1f",
+                static_cast<double>(gradd_peak + graph_bytes) / eager_peak, graph_bytes / 1e6);
     if (device.is_cuda()) {
       gradd::disable_guard off;
       if (auto floor = gradd::measure::backward_floor_ms(*model, o.warmup + o.iters, 50))

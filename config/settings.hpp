@@ -27,6 +27,19 @@ enum class unsupported_policy : uint8_t {
   error,  ///< raise an error naming the reason
 };
 
+/// Which shapes of a structure get CUDA graphs (cuda_graphs.mode).
+enum class graph_shape_policy : uint8_t {
+  static_shapes,   ///< "static": a graph for every shape seen
+  auto_shapes,     ///< "auto": a graph for a shape once it recurs; plans for a structure whose shapes keep changing
+  dynamic_shapes,  ///< "dynamic": plans only
+};
+
+/// How a CUDA graph's gradients reach `.grad` (cuda_graphs.hand_out).
+enum class grad_hand_out : uint8_t {
+  borrow,  ///< the graph's own buffers; copied away first if still held at the next replay
+  copy,    ///< a copy of them, every backward
+};
+
 /// Logging verbosity.
 enum class log_level : uint8_t { error, warning, info, debug };
 
@@ -53,7 +66,21 @@ struct settings {
   struct passes_section {
     std::string pipeline = "default";  ///< pass names, comma-separated
     bool gradient_ready = false;       ///< append gradient_ready_schedule
+
+    /// The passes that run, in order: `pipeline`, then gradient_ready_schedule
+    /// if `gradient_ready`.
+    std::string effective_pipeline() const {
+      return gradient_ready ? pipeline + ",gradient_ready_schedule" : pipeline;
+    }
   } passes;
+  struct cuda_graphs_section {
+    bool enabled = false;        ///< serve CUDA backwards from CUDA graphs where the policy allows (opt in)
+    graph_shape_policy mode = graph_shape_policy::auto_shapes;
+    uint32_t max_graphs = 8;     ///< per structure; the least recently used one goes first
+    uint32_t dynamic_after = 16; ///< auto: shapes seen before a structure stays on plans
+    uint32_t memory_limit_mb = 4096;  ///< static buffers and pools of all graphs together
+    grad_hand_out hand_out = grad_hand_out::borrow;
+  } cuda_graphs;
   struct logging_section {
     log_level level = log_level::warning;
     std::string ir_dump_dir;     ///< write each captured graph's IR here ("" = off)

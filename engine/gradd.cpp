@@ -3,6 +3,7 @@
 #include "engine/gradd.hpp"
 
 #include "config/usable.hpp"
+#include "cuda/graph_path.hpp"
 #include "engine/detail/engine_state.hpp"
 #include "engine/detail/lifecycle.hpp"
 
@@ -47,7 +48,13 @@ std::ostream& operator<<(std::ostream& out, const statistics& s) {
       << " eager_backwards=" << s.eager_backwards << " raised_backwards=" << s.raised_backwards
       << " captures=" << s.captures
       << " cache_hits=" << s.cache_hits << " cache_misses=" << s.cache_misses
-      << " plans=" << s.plans << " compiles=" << s.compiles;
+      << " plans=" << s.plans << " compiles=" << s.compiles
+      << " graph_backwards=" << s.graph_backwards << " graph_recordings=" << s.graph_recordings
+      << " backwards_during_capture=" << s.backwards_during_capture << " graphs=" << s.graphs
+      << " graph_bytes=" << s.graph_bytes << " graph_captures=" << s.graph_captures
+      << " graph_capture_failures=" << s.graph_capture_failures
+      << " graph_evictions=" << s.graph_evictions
+      << " graph_copy_on_writes=" << s.graph_copy_on_writes;
   for (size_t i = 0; i < fallback_reason_count; ++i)
     if (s.eager_by_reason[i] > 0)
       out << " eager." << to_string(static_cast<fallback_reason>(i)) << '='
@@ -81,6 +88,7 @@ void reset() {
   auto& state = engine_state::instance();
   state.reset_statistics();
   state.table.clear();
+  cuda::drop_graphs();
 }
 
 statistics stats() {
@@ -88,6 +96,7 @@ statistics stats() {
   auto s = state.stats.snapshot();
   s.plans = state.table.plans();
   std::tie(s.compiles, s.compiles_in_flight) = state.compile_counts();
+  cuda::add_graph_statistics(s);
   return s;
 }
 

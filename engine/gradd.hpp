@@ -71,6 +71,16 @@ struct statistics {
   uint64_t plans = 0;            ///< ready plans in the cache
   uint64_t compiles = 0;         ///< compiles finished (ready or failed)
   uint64_t compiles_in_flight = 0;  ///< compiles not finished yet
+  // CUDA graphs (policy cuda_graphs); all zero on the CPU.
+  uint64_t graph_backwards = 0;  ///< of plan_backwards, served by replaying a CUDA graph
+  uint64_t graph_recordings = 0; ///< of plan_backwards, recorded for a graph capture instead
+  uint64_t backwards_during_capture = 0;  ///< served by plans while their shape was captured
+  uint64_t graphs = 0;           ///< CUDA graphs alive
+  uint64_t graph_bytes = 0;      ///< device memory they hold (static inputs and pools)
+  uint64_t graph_captures = 0;   ///< graphs captured
+  uint64_t graph_capture_failures = 0;  ///< captures that failed (the structure stays on plans)
+  uint64_t graph_evictions = 0;  ///< graphs evicted beyond cuda_graphs.max_graphs
+  uint64_t graph_copy_on_writes = 0;  ///< lent gradients copied before a replay (still held)
 
   /// Backwards that fell back for `reason`.
   uint64_t eager_for(fallback_reason reason) const noexcept {
@@ -122,8 +132,9 @@ statistics stats();
 /// Returns each captured structure's statistics. Thread-safe.
 std::vector<graph_statistics> graph_stats();
 
-/// Waits until no compile is in flight, at most `timeout`; returns whether
-/// the pipeline is idle. Useful before timing, and in tests.
+/// Waits until no compile and no CUDA graph capture is in flight, at most
+/// `timeout`; returns whether all is idle. Useful before timing, and in
+/// tests.
 bool wait_for_compiles(std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
 /// Enables gradd for a scope, as PyTorch's compiled_autograd._enable; when

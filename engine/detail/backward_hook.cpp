@@ -6,11 +6,13 @@
 // backward's own thread; nothing on that path touches an actor. A miss
 // captures the node table (only this thread may read the live nodes), hands
 // it to the pipeline and, in async mode, lets the stock engine serve this
-// backward; in sync mode it waits for the plan.
+// backward; in sync mode it waits for the plan. On a CUDA device a hit may
+// be served by a CUDA graph of its shape instead (cuda/graph_path.hpp).
 
 #include "engine/detail/backward_hook.hpp"
 
 #include "config/log.hpp"
+#include "cuda/graph_path.hpp"
 #include "engine/detail/capture.hpp"
 #include "engine/detail/eager_fallback.hpp"
 #include "engine/detail/engine_state.hpp"
@@ -161,7 +163,13 @@ private:
       graph_record& r;
       ~running_guard() { r.running.fetch_sub(1); }
     } guard{record};
-    run_plan(record.compiled->plan, walk_->nodes, task_);
+    auto served = cuda::serve_from_graph({record.id, record.compiled->ir, walk_->nodes, root_,
+                                          task_, accumulate_grad_, outputs_, config_});
+    if (served) {
+      task_.captured_vars_ = std::move(*served);
+    } else {
+      run_plan(record.compiled->plan, walk_->nodes, task_);
+    }
     run_post_processing(task_);
     if (config_.nan_check.enabled)
       check_for_nan(walk_->nodes, task_.captured_vars_);

@@ -3,6 +3,9 @@
 #include "engine/detail/engine_state.hpp"
 
 #include "config/log.hpp"
+#include "cuda/graph_path.hpp"
+
+#include <algorithm>
 
 #include <functional>
 #include <string>
@@ -79,9 +82,14 @@ void engine_state::stop() {
 }
 
 void engine_state::drain_at_exit(std::chrono::milliseconds grace) {
-  std::shared_lock lock(pipeline_mutex_);
-  if (pipeline_)
-    pipeline_->drain(grace);
+  auto until = std::chrono::steady_clock::now() + grace;
+  {
+    std::shared_lock lock(pipeline_mutex_);
+    if (pipeline_)
+      pipeline_->drain(grace);
+  }
+  cuda::drain_graph_captures(std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::max(until - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration{})));
 }
 
 bool engine_state::submit(uint64_t graph_id, compiler::graph node_table) {
@@ -95,7 +103,12 @@ bool engine_state::wait_idle(std::chrono::milliseconds timeout) {
     std::shared_lock lock(pipeline_mutex_);
     running = pipeline_;
   }
-  return !running || running->wait_idle(timeout);
+  auto until = std::chrono::steady_clock::now() + timeout;
+  if (running && !running->wait_idle(timeout))
+    return false;
+  // A capture request comes from a backward, not from the pipeline.
+  return cuda::wait_graph_captures(std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::max(until - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration{})));
 }
 
 std::pair<uint64_t, uint64_t> engine_state::compile_counts() const {
@@ -107,6 +120,7 @@ std::pair<uint64_t, uint64_t> engine_state::compile_counts() const {
 
 void engine_state::reset_statistics() {
   stats.reset();
+  cuda::reset_graph_statistics();
   std::unique_lock lock(pipeline_mutex_);
   compiles_reset_ = compiles_before_ + (pipeline_ ? pipeline_->finished() : 0);
 }

@@ -194,7 +194,8 @@ class capture_run {
 } // namespace
 
 recording capture(const std::shared_ptr<Node>& graph_root, const torch::autograd::GraphTask& task,
-                  bool accumulate_grad, const torch::autograd::edge_list& outputs) {
+                  bool accumulate_grad, const torch::autograd::edge_list& outputs,
+                  std::vector<at::Tensor>* lifted) {
   std::lock_guard lock(capture_mutex());
   // The stock engine runs nodes under the TLS the task captured, with grad
   // mode set to create_graph.
@@ -210,6 +211,8 @@ recording capture(const std::shared_ptr<Node>& graph_root, const torch::autograd
   for (const auto& arg : call.lifted_ivalue_args.args)
     rec.scalars.push_back(*arg.actual_ptr);
   rec.num_lifted = static_cast<uint32_t>(call.tensor_args.inputs.size());
+  if (lifted)
+    *lifted = call.tensor_args.inputs;
 
   // Capture by execution: every proxy is the lifted value itself.
   for (const auto& t : call.tensor_args.inputs)

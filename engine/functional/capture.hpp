@@ -36,8 +36,11 @@ namespace gradd::engine::functional {
 /// on the stock engine. Leaf streams go to `task.leaf_streams`; the caller's
 /// post-processing syncs them and runs final callbacks. One capture runs at a
 /// time in the process (the PyCompilerInterface slot is process-wide).
+/// With `lifted` given, it receives the lifted tensors (by lifted position)
+/// as they were before the backward ran.
 recording capture(const std::shared_ptr<torch::autograd::Node>& graph_root,
                   const torch::autograd::GraphTask& task, bool accumulate_grad,
-                  const torch::autograd::edge_list& outputs);
+                  const torch::autograd::edge_list& outputs,
+                  std::vector<at::Tensor>* lifted = nullptr);
 
 } // namespace gradd::engine::functional

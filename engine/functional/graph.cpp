@@ -20,7 +20,9 @@
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
+#include <functional>
 #include <stdexcept>
+#include <string_view>
 
 namespace gradd::engine::functional {
 
@@ -36,9 +38,11 @@ std::string message_of(const std::exception& e) {
   return e.what();
 }
 
-/// Lifts node `fn` with table entry `info` into `call`; returns its
-/// specialization key.
-std::string lift_node(ca::AutogradCompilerCall& call, Node& fn, const compiler::node_info& info) {
+/// Lifts node `fn` with table entry `info` into `call`, handing its
+/// specialization key to `on_key` (the bytes live only during the call).
+template <class OnKey>
+void lift_node(ca::AutogradCompilerCall& call, Node& fn, const compiler::node_info& info,
+               OnKey&& on_key) {
   ca::NodeCall& node_call = call.node_calls.lookup(fn.shared_from_this());
   for (const auto& capture : info.captures)
     node_call.mark_output(static_cast<int>(capture.input_nr),
@@ -54,7 +58,14 @@ std::string lift_node(ca::AutogradCompilerCall& call, Node& fn, const compiler::
     throw_capture_error("node " + fn.name() + " cannot be lifted: " + message_of(e));
   }
   auto key = args.key();
-  return std::string(reinterpret_cast<const char*>(key.key), key.key_size);
+  on_key(std::string_view(reinterpret_cast<const char*>(key.key), key.key_size));
+}
+
+/// Hooks and unpack hooks arrive as Python objects, which only Python runs.
+void check_lifted(const ca::AutogradCompilerCall& call) {
+  if (!call.hooks.empty() || !call.sv_to_hooks.empty() || !call.pynode_objs.empty() ||
+      !call.packed_inputs.empty() || !call.cpp_tensor_pre_hooks.empty())
+    throw_capture_error("the graph holds hooks or Python objects");
 }
 
 } // namespace
@@ -94,15 +105,26 @@ std::vector<std::string> lift_nodes(ca::AutogradCompilerCall& call, const graph&
     std::string key = fn.name();
     if (compiler::should_execute(g.ir.nodes[i])) {
       key.push_back('\0');
-      key += lift_node(call, fn, g.ir.nodes[i]);
+      lift_node(call, fn, g.ir.nodes[i], [&key](std::string_view k) { key += k; });
     }
     keys.push_back(std::move(key));
   }
-  // Hooks and unpack hooks arrive as Python objects, which only Python runs.
-  if (!call.hooks.empty() || !call.sv_to_hooks.empty() || !call.pynode_objs.empty() ||
-      !call.packed_inputs.empty() || !call.cpp_tensor_pre_hooks.empty())
-    throw_capture_error("the graph holds hooks or Python objects");
+  check_lifted(call);
   return keys;
+}
+
+uint64_t lift_nodes_hashed(ca::AutogradCompilerCall& call,
+                           const std::vector<Node*>& nodes, const compiler::graph& table) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (uint32_t i = 0; i < table.nodes.size(); ++i) {
+    if (!compiler::should_execute(table.nodes[i]))
+      continue;
+    lift_node(call, *nodes[i], table.nodes[i], [&hash](std::string_view key) {
+      hash = (hash ^ std::hash<std::string_view>{}(key)) * 0x100000001b3ull;
+    });
+  }
+  check_lifted(call);
+  return hash;
 }
 
 void finish_backward(const graph& g, const std::vector<uint32_t>& leaf_nodes,

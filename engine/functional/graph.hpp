@@ -59,6 +59,13 @@ graph read_graph(const std::shared_ptr<torch::autograd::Node>& root,
 std::vector<std::string> lift_nodes(torch::dynamo::autograd::AutogradCompilerCall& call,
                                     const graph& g);
 
+/// Lifts as lift_nodes does, from a later backward's `nodes` (walk order)
+/// and the node table `table` of its structure, without naming the nodes:
+/// returns a hash of every lifted node's specialization key instead.
+uint64_t lift_nodes_hashed(torch::dynamo::autograd::AutogradCompilerCall& call,
+                           const std::vector<torch::autograd::Node*>& nodes,
+                           const compiler::graph& table);
+
 /// Leaves what the stock engine leaves after a backward: releases the saved
 /// variables of the nodes that ran unless the task keeps the graph, and hands
 /// the streams of `leaf_nodes` to the caller's post-processing.

@@ -17,11 +17,37 @@ namespace gradd::test {
 
 /// A policy whose compiles are synchronous: every backward, the first one
 /// of a structure included, is served by a plan, so tests can count them.
+/// No CUDA graphs: plans serve CUDA backwards too.
 inline settings sync_settings() {
   settings s;
   s.compile.mode = compile_mode::sync;
+  s.cuda_graphs.enabled = false;
   return s;
 }
+
+/// sync_settings with CUDA graphs for every shape: on CUDA, a structure's
+/// first backward is recorded for a capture, later ones replay its graph.
+inline settings graph_settings() {
+  auto s = sync_settings();
+  s.cuda_graphs.enabled = true;
+  s.cuda_graphs.mode = graph_shape_policy::static_shapes;
+  return s;
+}
+
+/// Whether check_against_stock runs gradd with graph_settings (and waits
+/// for each capture) instead of sync_settings: a flag for one scope.
+inline bool& graphs_under_test() {
+  static bool on = false;
+  return on;
+}
+
+class graphs_under_test_scope {
+public:
+  graphs_under_test_scope() { graphs_under_test() = true; }
+  ~graphs_under_test_scope() { graphs_under_test() = false; }
+  graphs_under_test_scope(const graphs_under_test_scope&) = delete;
+  graphs_under_test_scope& operator=(const graphs_under_test_scope&) = delete;
+};
 
 /// A synchronous policy that serves every backward with the stock engine.
 inline settings force_eager_settings() {
@@ -113,8 +139,11 @@ enum class served_by { plan, stock_engine };
 /// on the stock engine, then `runs` times under gradd, starting each run
 /// from the same `.grad` state; requires bitwise-equal `.grad` of `leaves`
 /// and equal return values, and that plans ran (or, for `stock_engine`,
-/// none did) as the plan trace shows, agreeing with the statistics.
-/// Returns the statistics of the gradd runs.
+/// none did) as the plan trace shows, agreeing with the statistics: plan
+/// runs are the plan-served backwards that no CUDA graph served or
+/// recorded. Under graphs_under_test() gradd runs with graph_settings and
+/// each run waits for the capture it asked for. Returns the statistics of
+/// the gradd runs.
 inline statistics check_against_stock(
     const std::vector<torch::Tensor>& leaves,
     const std::function<std::vector<torch::Tensor>()>& step, int runs = 2,
@@ -139,20 +168,25 @@ inline statistics check_against_stock(
     restore();
     std::vector<torch::Tensor> result;
     auto trace_before = engine::detail::plan_trace_of_this_thread();
-    auto plans_before = stats().plan_backwards;
+    auto before = stats();
     {
-      enable_guard on{sync_settings()};
+      enable_guard on{graphs_under_test() ? graph_settings() : sync_settings()};
       result = step();
     }
+    REQUIRE(wait_for_compiles());
+    auto after = stats();
+    auto by_graphs = after.graph_backwards - before.graph_backwards + after.graph_recordings
+                     - before.graph_recordings;
     // Who served it, as the trace shows, not only as the statistics say.
     const auto& trace = engine::detail::plan_trace_of_this_thread();
-    if (expected == served_by::plan) {
+    if (expected == served_by::plan && by_graphs == 0) {
       REQUIRE(trace.runs > trace_before.runs);
       REQUIRE(trace.node_calls > trace_before.node_calls);
-    } else {
+    } else if (expected == served_by::stock_engine) {
       REQUIRE(trace.runs == trace_before.runs);
     }
-    REQUIRE(trace.runs - trace_before.runs == stats().plan_backwards - plans_before);
+    REQUIRE(trace.runs - trace_before.runs
+            == after.plan_backwards - before.plan_backwards - by_graphs);
     require_bitwise_equal(stock_grads, grads_of(leaves));
     require_bitwise_equal(stock_result, result);
   }

@@ -63,6 +63,25 @@ private:
 
 } // namespace
 
+TEST_CASE("every benchmark model matches the stock engine bitwise through CUDA graphs",
+          "[engine][models][cuda][graphs]") {
+  if (!torch::cuda::is_available()) {
+    WARN("CUDA not available: CUDA graph model cases skipped");
+    return;
+  }
+  deterministic_cudnn_guard deterministic;
+  gradd::test::graphs_under_test_scope graphs;
+  for (const auto& name : gradd::models::model_names()) {
+    DYNAMIC_SECTION(name) {
+      check_model(name, torch::kCUDA, torch::kFloat32, model_size::bench);
+      auto s = gradd::stats();
+      CHECK(s.graph_recordings == 1);
+      CHECK(s.graph_backwards == 1);
+      CHECK(s.graph_capture_failures == 0);
+    }
+  }
+}
+
 TEST_CASE("every benchmark model matches the stock engine bitwise", "[engine][models]") {
   one_intra_op_thread pinned;
   for (const auto& name : gradd::models::model_names()) {

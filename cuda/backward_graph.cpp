@@ -1,0 +1,279 @@
+// Capture, replay and gradient hand-out of one CUDA graph (see
+// backward_graph.hpp).
+//
+// Note [Lent gradients]
+// A replay writes every leaf gradient into the same buffer of the graph's
+// pool. Handing that buffer out as `.grad` costs nothing, but the next
+// replay would overwrite it under whoever still holds it. So a hand-out is
+// a tensor on a storage of its own ("lent") that points at the buffer
+// without owning it, and the graph keeps that storage. Before the next
+// replay, a lent storage that someone else still holds (a `.grad` not set
+// to None, a view of it, a hook's copy of the handle) gets memory of its
+// own holding the old values: every tensor on it keeps what it had (copy
+// on write), and later hand-outs get a fresh lent storage. Gradients that
+// are views of one buffer share one lent storage, as their stock
+// counterparts share theirs. In the usual
+// loop (`zero_grad(set_to_none=True)` or the optimizer dropping `.grad`)
+// nothing holds it and no copy is made. A gradient the stock engine would
+// not have stolen (the same tensor is another output or an input, or its
+// strides break the layout contract) and `hand_out: copy` go through the
+// stock AccumulateGrad with the lent tensor still referenced, so it copies.
+
+#include "cuda/backward_graph.hpp"
+
+#include "cuda/batched_copy.hpp"
+#include "cuda/graph_cache.hpp"
+#include "engine/functional/interpret.hpp"
+#include "engine/functional/passes.hpp"
+#include "engine/functional/steps.hpp"
+
+#include <ATen/core/NamedTensor.h>
+#include <c10/core/GradMode.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/csrc/autograd/utils/grad_layout_contract.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+
+namespace gradd::cuda {
+
+namespace {
+
+using torch::autograd::variable_list;
+namespace functional = engine::functional;
+
+/// A storage that points at `buffer`'s memory without owning it.
+c10::intrusive_ptr<c10::StorageImpl> lend(const at::Tensor& buffer) {
+  const auto& storage = buffer.storage();
+  return c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), storage.nbytes(),
+      c10::DataPtr(storage.mutable_data(), buffer.device()), /*allocator=*/nullptr,
+      /*resizable=*/false);
+}
+
+/// A tensor on `lent` with `like`'s geometry.
+at::Tensor tensor_on(const c10::intrusive_ptr<c10::StorageImpl>& lent, const at::Tensor& like) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(lent), like.key_set(),
+                                                   like.dtype());
+  impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
+  return at::Tensor(std::move(impl));
+}
+
+/// Device memory of the private pool `pool`.
+size_t pool_bytes(at::cuda::MempoolId_t pool) {
+  size_t total = 0;
+  for (const auto& segment : c10::cuda::CUDACachingAllocator::snapshot(pool, false).segments)
+    if (segment.owner_private_pool_id == pool)
+      total += segment.total_size;
+  return total;
+}
+
+} // namespace
+
+size_t span_bytes(const at::Tensor& t) {
+  if (t.numel() == 0)
+    return 0;
+  int64_t last = 0;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    last += (t.size(d) - 1) * t.stride(d);
+  return static_cast<size_t>(last + 1) * t.element_size();
+}
+
+at::Tensor static_copy(const at::Tensor& t) {
+  auto bytes = span_bytes(t);
+  auto storage = at::empty({static_cast<int64_t>(bytes / t.element_size())}, t.options());
+  if (bytes)
+    C10_CUDA_CHECK(cudaMemcpyAsync(storage.mutable_data_ptr(), t.const_data_ptr(), bytes,
+                                   cudaMemcpyDeviceToDevice,
+                                   c10::cuda::getCurrentCUDAStream(t.device().index())));
+  return storage.as_strided(t.sizes(), t.strides(), 0);
+}
+
+std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& request,
+                                                        c10::cuda::CUDAStream side) {
+  if (request.delay_ms > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(request.delay_ms));
+  auto recording = *request.recording;
+  functional::run_passes(recording, request.passes);
+
+  std::shared_ptr<backward_graph> g(new backward_graph());
+  g->inputs_ = request.inputs;
+  g->borrowed_ = request.borrowed;
+  c10::cuda::CUDAGuard device(side.device_index());
+  at::NoGradGuard no_grad;
+  at::NoNamesGuard no_names;
+  request.inputs_ready->block(side);
+  functional::interpret_options options{functional::leaf_gradients::collect, side.unwrap()};
+  {
+    // Warm-up: cuBLAS creates its handle and workspace for this stream.
+    c10::cuda::CUDAStreamGuard on_side(side);
+    functional::interpret(recording, request.nodes, g->inputs_, options);
+  }
+  side.synchronize();
+
+  functional::program_outputs outputs;
+  {
+    c10::cuda::CUDAStreamGuard on_side(side);
+    g->graph_.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+    try {
+      outputs = functional::interpret(recording, request.nodes, g->inputs_, options);
+    } catch (...) {
+      try {
+        g->graph_.capture_end();
+      } catch (...) {
+        // The capture is invalid already; the first error says why.
+      }
+      throw;
+    }
+    g->graph_.capture_end();
+  }
+
+  // Which outputs are handed out alone (Note [Lent gradients]): the stock
+  // engine steals a gradient tensor that nothing else holds.
+  std::unordered_map<const c10::TensorImpl*, int> users;
+  auto count = [&](const at::Tensor& t) {
+    if (t.defined())
+      ++users[t.unsafeGetTensorImpl()];
+  };
+  for (const auto& input : g->inputs_)
+    count(input);
+  for (const auto& [leaf, gradient] : outputs.leaf_gradients)
+    count(gradient);
+  for (const auto& result : outputs.results)
+    count(result);
+  std::unordered_map<const void*, size_t> storage_index;
+  for (auto& [leaf, gradient] : outputs.leaf_gradients) {
+    leaf_gradient out;
+    out.leaf = leaf;
+    if (gradient.defined()) {
+      out.exclusive = users[gradient.unsafeGetTensorImpl()] == 1;
+      auto [it, added] = storage_index.emplace(gradient.storage().data(), g->lent_.size());
+      if (added)
+        g->lent_.push_back({gradient, lend(gradient)});
+      out.storage = it->second;
+    }
+    out.buffer = std::move(gradient);
+    g->leaves_.push_back(std::move(out));
+  }
+  g->results_ = std::move(outputs.results);
+
+  g->bytes_ = pool_bytes(g->graph_.pool());
+  for (size_t i = 0; i < g->inputs_.size(); ++i)
+    if (!g->borrowed_[i] && g->inputs_[i].defined())
+      g->bytes_ += g->inputs_[i].storage().nbytes();
+  g->replayed_.emplace();
+  auto& counters = graph_cache::instance().counters;
+  counters.bytes.fetch_add(static_cast<int64_t>(g->bytes_));
+  counters.graphs.fetch_add(1);
+  return g;
+}
+
+backward_graph::~backward_graph() {
+  if (!replayed_)
+    return;  // capture failed: nothing was counted or lent
+  auto& counters = graph_cache::instance().counters;
+  counters.bytes.fetch_sub(static_cast<int64_t>(bytes_));
+  counters.graphs.fetch_sub(1);
+  replayed_->synchronize();
+  for (auto& storage : lent_) {
+    if (storage.lent.use_count() == 1)
+      continue;
+    auto nbytes = storage.lent->nbytes();
+    auto own = c10::cuda::CUDACachingAllocator::get()->allocate(nbytes);
+    C10_CUDA_CHECK(cudaMemcpy(own.get(), storage.buffer.storage().data(), nbytes,
+                              cudaMemcpyDeviceToDevice));
+    storage.lent->set_data_ptr_noswap(std::move(own));
+  }
+}
+
+std::string backward_graph::misfit(const std::vector<at::Tensor>& live) const {
+  if (live.size() != inputs_.size())
+    return "the backward lifts " + std::to_string(live.size()) + " tensors, the graph "
+           + std::to_string(inputs_.size());
+  for (size_t i = 0; i < live.size(); ++i) {
+    const auto& now = live[i];
+    const auto& then = inputs_[i];
+    if (now.defined() != then.defined())
+      return "lifted tensor " + std::to_string(i) + " is " + (now.defined() ? "" : "un")
+             + "defined now";
+    if (!now.defined())
+      continue;
+    if (now.scalar_type() != then.scalar_type() || now.device() != then.device()
+        || now.sizes() != then.sizes() || now.strides() != then.strides())
+      return "lifted tensor " + std::to_string(i) + " changed its layout";
+    if (borrowed_[i] && now.data_ptr() != then.data_ptr())
+      return "a parameter moved to another address";
+  }
+  return {};
+}
+
+void backward_graph::take_back_lent(c10::cuda::CUDAStream stream) {
+  for (auto& storage : lent_) {
+    if (storage.lent.use_count() == 1)
+      continue;
+    // Allocated on the caller's stream, where its holder uses it; filled on
+    // the replay stream, before the replay overwrites the buffer.
+    auto nbytes = storage.lent->nbytes();
+    auto own = c10::cuda::CUDACachingAllocator::get()->allocate(nbytes);
+    C10_CUDA_CHECK(cudaMemcpyAsync(own.get(), storage.buffer.storage().data(), nbytes,
+                                   cudaMemcpyDeviceToDevice, stream.stream()));
+    storage.lent->set_data_ptr_noswap(std::move(own));
+    storage.lent = lend(storage.buffer);
+    graph_cache::instance().counters.copy_on_writes.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void backward_graph::hand_out(leaf_gradient& g, const at::Tensor& variable,
+                              grad_hand_out mode) {
+  if (!g.buffer.defined())
+    return;
+  at::Tensor lent = tensor_on(lent_[g.storage].lent, g.buffer);
+  at::Tensor& slot = variable.mutable_grad();
+  if (mode == grad_hand_out::borrow && !slot.defined() && g.exclusive
+      && torch::autograd::utils::obeys_layout_contract(lent, variable)) {
+    slot = std::move(lent);  // what the stock engine's steal leaves
+    return;
+  }
+  // Still referenced here, so the stock AccumulateGrad copies or adds.
+  functional::accumulate_into_grad(variable, at::Tensor(lent));
+}
+
+std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor>& live,
+                                                    c10::cuda::CUDAStream stream,
+                                                    grad_hand_out hand_out_mode) {
+  std::unique_lock replaying(replaying_, std::try_to_lock);
+  if (!replaying)
+    return std::nullopt;
+  c10::cuda::CUDAGuard device(stream.device_index());
+  auto caller = c10::cuda::getCurrentCUDAStream(stream.device_index());
+  if (caller != stream) {
+    at::cuda::CUDAEvent caller_done;
+    caller_done.record(caller);
+    caller_done.block(stream);
+  }
+  take_back_lent(stream);
+
+  c10::cuda::CUDAStreamGuard on_stream(stream);
+  std::vector<copy_span> spans;
+  spans.reserve(live.size());
+  for (size_t i = 0; i < live.size(); ++i)
+    if (!borrowed_[i] && live[i].defined())
+      if (size_t bytes = span_bytes(live[i]))
+        spans.push_back({live[i].const_data_ptr(), inputs_[i].mutable_data_ptr(), bytes});
+  batched_copy(spans, stream.stream());
+  graph_.replay();
+  replayed_->record(stream);
+
+  for (auto& leaf : leaves_)
+    hand_out(leaf, live[leaf.leaf], hand_out_mode);
+  variable_list results;
+  results.reserve(results_.size());
+  for (const auto& result : results_)
+    results.push_back(result.defined() ? result.clone() : result);
+  return results;
+}
+
+} // namespace gradd::cuda

@@ -1,0 +1,124 @@
+#pragma once
+
+// One backward of one structure at one shape, as a CUDA graph.
+//
+// The graph is captured from a functional recording (engine/functional/)
+// whose lifted inputs are static buffers: the parameters themselves (their
+// addresses do not change in a training loop) and gradd-owned copies of
+// everything else. A replay copies the live inputs into those copies with
+// one batched launch, replays, and hands out the gradients the graph wrote,
+// without cloning them (Note [Lent gradients]).
+
+#include "config/settings.hpp"
+#include "engine/functional/recording.hpp"
+
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/autograd/function.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gradd::cuda {
+
+/// Bytes from a tensor's first element to the end of its last one: what a
+/// copy of it in the same layout needs (its strides may overlap or leave gaps).
+size_t span_bytes(const at::Tensor& t);
+
+/// A gradd-owned copy of CUDA tensor `t` with its sizes and strides, copied
+/// on the current stream: a static input of a graph.
+at::Tensor static_copy(const at::Tensor& t);
+
+/// What the stream actor captures a graph from: a recording of a backward
+/// of the structure at this shape and that backward's inputs.
+struct capture_request {
+  explicit capture_request(c10::cuda::CUDAStream stream) : stream(stream) {}
+
+  uint64_t structure = 0;  ///< the plan table's record id
+  uint64_t shape = 0;      ///< shape_key() of the recorded backward
+  std::shared_ptr<engine::functional::recording> recording;
+  /// The recorded backward's root, which keeps its nodes alive, and the
+  /// nodes in walk order (streams and output checks read them).
+  std::shared_ptr<torch::autograd::Node> root;
+  std::vector<torch::autograd::Node*> nodes;
+  /// Static inputs by lifted position: a parameter itself where `borrowed`,
+  /// else a copy of the backward's input taken on `stream`.
+  std::vector<at::Tensor> inputs;
+  std::vector<bool> borrowed;
+  c10::cuda::CUDAStream stream;  ///< the stream the backward ran and graphs replay on
+  std::shared_ptr<at::cuda::CUDAEvent> inputs_ready;  ///< recorded on `stream` after the copies
+  std::string passes;      ///< passes.pipeline, run on the recording first
+  uint32_t delay_ms = 0;   ///< compile.delay_ms: the capture waits this long first
+  uint32_t max_graphs = 8; ///< cuda_graphs.max_graphs of the structure
+  log_level level = log_level::warning;
+};
+
+/// A captured graph and its static buffers.
+class backward_graph {
+public:
+  /// Warms up on `side` (cuBLAS handles, allocator), then captures the
+  /// recording on it in thread-local capture mode with a private memory
+  /// pool, and instantiates. Throws std::runtime_error naming what failed
+  /// (an op that synchronizes with the host, one that is not capturable).
+  static std::shared_ptr<backward_graph> capture(const capture_request& request,
+                                                 c10::cuda::CUDAStream side);
+
+  /// Waits for the last replay, then gives borrowed gradients their own
+  /// memory before the pool goes.
+  ~backward_graph();
+
+  /// Why `live` cannot replay this graph, or "" if it can: a parameter at
+  /// another address, or a tensor of another layout.
+  std::string misfit(const std::vector<at::Tensor>& live) const;
+
+  /// Replays on `stream` for the live lifted tensors (which fit) and leaves
+  /// the gradients where the stock engine would: `.grad` of each leaf
+  /// (accumulated as the stock engine does), and the `autograd::grad`
+  /// results returned. Returns nullopt, doing nothing, if another thread is
+  /// replaying this graph right now.
+  std::optional<torch::autograd::variable_list> replay(const std::vector<at::Tensor>& live,
+                                                       c10::cuda::CUDAStream stream,
+                                                       grad_hand_out hand_out);
+
+  /// Device memory the graph holds: copies of inputs and its pool.
+  size_t bytes() const noexcept { return bytes_; }
+
+private:
+  /// A leaf's gradient as the graph writes it.
+  struct leaf_gradient {
+    uint32_t leaf = 0;   ///< lifted position of the leaf variable
+    at::Tensor buffer;   ///< the graph's output, in its pool
+    bool exclusive = false;  ///< no other output or input is this very tensor
+    size_t storage = 0;  ///< its entry in lent_
+  };
+
+  /// One storage of the graph's outputs as hand-outs see it: pointing at
+  /// the output's memory without owning it, until a replay finds it still
+  /// held and gives it memory of its own. Outputs that share a storage
+  /// (views of one buffer, as cuDNN's RNN gradients are) share it here too.
+  struct lent_storage {
+    at::Tensor buffer;  ///< an output on the graph's storage
+    c10::intrusive_ptr<c10::StorageImpl> lent;
+  };
+
+  backward_graph() = default;
+  void hand_out(leaf_gradient& g, const at::Tensor& variable, grad_hand_out mode);
+  void take_back_lent(c10::cuda::CUDAStream stream);
+
+  at::cuda::CUDAGraph graph_;
+  std::vector<at::Tensor> inputs_;
+  std::vector<bool> borrowed_;
+  std::vector<leaf_gradient> leaves_;
+  std::vector<lent_storage> lent_;
+  std::vector<at::Tensor> results_;
+  std::mutex replaying_;
+  std::optional<at::cuda::CUDAEvent> replayed_;
+  size_t bytes_ = 0;
+};
+
+} // namespace gradd::cuda

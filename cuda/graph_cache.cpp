@@ -1,0 +1,60 @@
+// The process's CUDA graphs (see graph_cache.hpp).
+
+#include "cuda/graph_cache.hpp"
+
+namespace gradd::cuda {
+
+std::vector<std::shared_ptr<backward_graph>> structure_graphs::evict_beyond(uint32_t max_graphs) {
+  std::vector<std::shared_ptr<backward_graph>> evicted;
+  while (shapes.size() > max_graphs) {
+    auto oldest = shapes.end();
+    for (auto it = shapes.begin(); it != shapes.end(); ++it)
+      if (it->second.graph && (oldest == shapes.end()
+                               || it->second.last_used < oldest->second.last_used))
+        oldest = it;
+    if (oldest == shapes.end())
+      break;  // all being captured
+    evicted.push_back(std::move(oldest->second.graph));
+    shapes.erase(oldest);
+  }
+  return evicted;
+}
+
+void graph_counters::reset() noexcept {
+  graph_backwards = 0;
+  captures = 0;
+  capture_failures = 0;
+  evictions = 0;
+  copy_on_writes = 0;
+  during_capture = 0;
+  recordings = 0;
+}
+
+graph_cache& graph_cache::instance() {
+  static auto* cache = new graph_cache();
+  return *cache;
+}
+
+std::shared_ptr<structure_graphs> graph_cache::structure(uint64_t id) {
+  {
+    std::shared_lock lock(mutex_);
+    if (auto it = structures_.find(id); it != structures_.end())
+      return it->second;
+  }
+  std::unique_lock lock(mutex_);
+  auto& slot = structures_[id];
+  if (!slot)
+    slot = std::make_shared<structure_graphs>();
+  return slot;
+}
+
+void graph_cache::clear() {
+  std::unordered_map<uint64_t, std::shared_ptr<structure_graphs>> dropped;
+  {
+    std::unique_lock lock(mutex_);
+    dropped.swap(structures_);
+  }
+  // Graphs go outside the lock: each waits for its last replay.
+}
+
+} // namespace gradd::cuda

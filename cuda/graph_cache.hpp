@@ -1,0 +1,76 @@
+#pragma once
+
+// The CUDA graphs of every structure, by shape, with what the dynamic-shape
+// policy remembers about each structure. The stream actors write it; the
+// backward's thread reads it under one short lock per backward.
+
+#include "cuda/backward_graph.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace gradd::cuda {
+
+/// One shape of a structure: its graph, or none yet while it is captured.
+struct shape_slot {
+  std::shared_ptr<backward_graph> graph;
+  uint64_t last_used = 0;  ///< structure_graphs::clock at its last replay
+};
+
+/// The graphs of one structure (one plan) and its shape history.
+struct structure_graphs {
+  std::mutex mutex;  ///< guards everything below
+  std::unordered_map<uint64_t, shape_slot> shapes;  ///< captured or being captured
+  std::unordered_map<uint64_t, uint32_t> seen;      ///< auto: shapes met, and how often
+  std::string plan_only;  ///< why this structure stays on plans; "" while it may get graphs
+  uint64_t clock = 0;     ///< ticks once per replay, for least-recently-used eviction
+
+  /// Takes out least recently used graphs (never a shape being captured)
+  /// until at most `max_graphs` remain, and returns them: the caller lets
+  /// them go after unlocking (each waits for its last replay). Call with
+  /// `mutex` held.
+  std::vector<std::shared_ptr<backward_graph>> evict_beyond(uint32_t max_graphs);
+};
+
+/// Counters of the CUDA graph path, bumped from any thread.
+struct graph_counters {
+  std::atomic<uint64_t> graph_backwards{0};   ///< backwards a graph served
+  std::atomic<uint64_t> captures{0};          ///< graphs captured
+  std::atomic<uint64_t> capture_failures{0};  ///< captures that failed (structure then plan-only)
+  std::atomic<uint64_t> evictions{0};
+  std::atomic<uint64_t> copy_on_writes{0};    ///< lent gradients copied away (Note [Lent gradients])
+  std::atomic<uint64_t> during_capture{0};    ///< backwards a plan served while their shape was captured
+  std::atomic<uint64_t> recordings{0};        ///< backwards served by recording them for a capture
+  std::atomic<int64_t> bytes{0};              ///< device memory all graphs hold
+  std::atomic<int64_t> graphs{0};             ///< graphs alive
+
+  void reset() noexcept;
+};
+
+/// The process's graphs. Never destroyed (CUDA may be gone at static
+/// destruction).
+class graph_cache {
+public:
+  static graph_cache& instance();
+
+  /// The graphs of structure `id`, created empty on first use.
+  std::shared_ptr<structure_graphs> structure(uint64_t id);
+
+  /// Drops every graph (reset()); graphs a backward is replaying go when it
+  /// ends.
+  void clear();
+
+  graph_counters counters;
+
+private:
+  std::shared_mutex mutex_;
+  std::unordered_map<uint64_t, std::shared_ptr<structure_graphs>> structures_;
+};
+
+} // namespace gradd::cuda

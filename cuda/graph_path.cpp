@@ -1,0 +1,284 @@
+// The CUDA graph path of a plan hit (see graph_path.hpp).
+//
+// Per backward: one pass over the nodes for their stream (a CPU graph stops
+// here), the structure's graphs under one short lock, a lift of the live
+// inputs through `compiled_args` (the same order functional capture lifts
+// in), and a key of everything a graph specializes on: each node's
+// specialization key (its non-tensor attributes), the lifted sizes and
+// scalars, and each lifted tensor's dtype, device, sizes and strides.
+// Then the graph of that key replays, or the policy decides whether this
+// backward is recorded for a capture.
+
+#include "cuda/graph_path.hpp"
+
+#include "compiler/exec_info.hpp"
+#include "config/log.hpp"
+#include "cuda/backward_graph.hpp"
+#include "cuda/graph_cache.hpp"
+#include "cuda/stream_actor.hpp"
+#include "engine/functional/capture.hpp"
+#include "engine/functional/graph.hpp"
+
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/csrc/autograd/graph_task.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
+
+#include <bit>
+
+namespace gradd::cuda {
+
+namespace {
+
+namespace ca = torch::dynamo::autograd;
+namespace functional = engine::functional;
+using torch::autograd::Node;
+using torch::autograd::variable_list;
+
+constexpr uint64_t mix(uint64_t hash, uint64_t value) noexcept {
+  return (hash ^ value) * 0x100000001b3ull;
+}
+
+/// The one CUDA stream every node that runs is on, if there is one.
+std::optional<c10::Stream> single_stream(const graph_call& c) {
+  std::optional<c10::Stream> stream;
+  for (uint32_t i = 0; i < c.table.nodes.size(); ++i) {
+    const auto& info = c.table.nodes[i];
+    if (info.is_root || !compiler::should_execute(info))
+      continue;
+    auto s = c.nodes[i]->stream();
+    if (!s || s->device_type() != c10::DeviceType::CUDA || (stream && *stream != *s))
+      return std::nullopt;
+    stream = s;
+  }
+  return stream;
+}
+
+/// The key of what a graph specializes on, given the hash of the nodes'
+/// specialization keys; nullopt for a lifted scalar of a kind it cannot
+/// compare.
+std::optional<uint64_t> shape_key(const ca::AutogradCompilerCall& call, uint64_t nodes) {
+  uint64_t key = nodes;
+  for (const auto& size : call.all_size_inputs)
+    key = mix(key, static_cast<uint64_t>(size.value));
+  for (const auto& arg : call.lifted_ivalue_args.args) {
+    const auto& v = *arg.actual_ptr;
+    if (v.isInt())
+      key = mix(key, static_cast<uint64_t>(v.toInt()));
+    else if (v.isDouble())
+      key = mix(key, std::bit_cast<uint64_t>(v.toDouble()));
+    else if (v.isBool())
+      key = mix(key, v.toBool());
+    else
+      return std::nullopt;
+  }
+  for (const auto& t : call.tensor_args.inputs) {
+    if (!t.defined()) {
+      key = mix(key, 0);
+      continue;
+    }
+    key = mix(key, static_cast<uint64_t>(t.scalar_type()) + 1);
+    key = mix(key, static_cast<uint64_t>(t.device().index()));
+    for (int64_t d = 0; d < t.dim(); ++d)
+      key = mix(mix(key, static_cast<uint64_t>(t.size(d))), static_cast<uint64_t>(t.stride(d)));
+  }
+  return key;
+}
+
+/// Whether any node that runs has hooks: they run between node calls,
+/// which a graph does not have.
+bool has_hooks(const compiler::graph& table) {
+  for (const auto& info : table.nodes)
+    if (compiler::should_execute(info) && info.hooks != compiler::hook_counts{})
+      return true;
+  return false;
+}
+
+void keep_on_plans(structure_graphs& s, const graph_call& c, const std::string& why) {
+  {
+    std::lock_guard lock(s.mutex);
+    if (!s.plan_only.empty())
+      return;
+    s.plan_only = why;
+  }
+  log(c.config.logging.level, log_level::info,
+      "graph " + std::to_string(c.structure) + " stays on plans: " + why);
+}
+
+/// The dynamic-shape policy for a shape without a graph; call with the
+/// structure's lock held.
+bool wants_capture(structure_graphs& s, uint64_t shape, const settings::cuda_graphs_section& p) {
+  if (p.mode == graph_shape_policy::static_shapes)
+    return true;
+  auto seen = s.seen.find(shape);
+  if (seen == s.seen.end()) {
+    if (s.seen.size() >= p.dynamic_after) {
+      s.plan_only = "its shapes keep changing (" + std::to_string(s.seen.size())
+                    + " seen, cuda_graphs.dynamic_after)";
+      return false;
+    }
+    s.seen.emplace(shape, 1);
+    return false;
+  }
+  return ++seen->second >= 2;
+}
+
+std::optional<variable_list> replay(const graph_call& c, structure_graphs& s, uint64_t shape,
+                                    const std::shared_ptr<backward_graph>& graph,
+                                    const std::vector<at::Tensor>& live, c10::Stream stream) {
+  if (auto why = graph->misfit(live); !why.empty()) {
+    // Recapture when next seen (a parameter replaced, say).
+    std::lock_guard lock(s.mutex);
+    if (auto it = s.shapes.find(shape); it != s.shapes.end() && it->second.graph == graph)
+      s.shapes.erase(it);
+    return std::nullopt;
+  }
+  auto results = graph->replay(live, c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, stream),
+                               c.config.cuda_graphs.hand_out);
+  if (!results)
+    return std::nullopt;
+  c.task.leaf_streams.emplace(stream);
+  graph_cache::instance().counters.graph_backwards.fetch_add(1, std::memory_order_relaxed);
+  return results;
+}
+
+/// Serves the backward by recording it, then asks the stream actor for a
+/// graph of the recording; nullopt (nothing changed) if it cannot be
+/// recorded.
+std::optional<variable_list> record_for_capture(const graph_call& c, structure_graphs& s,
+                                                uint64_t shape, c10::Stream stream) {
+  auto drop_slot = [&] {
+    std::lock_guard lock(s.mutex);
+    s.shapes.erase(shape);
+  };
+  auto request = std::make_shared<capture_request>(
+      c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, stream));
+  std::vector<at::Tensor> lifted;
+  functional::recording recording;
+  try {
+    recording = functional::capture(c.root, c.task, c.accumulate_grad, c.outputs, &lifted);
+  } catch (const std::exception& e) {
+    drop_slot();
+    keep_on_plans(s, c, std::string("it cannot be recorded: ") + e.what());
+    return std::nullopt;
+  }
+  auto results = std::move(recording.gradients);
+  graph_cache::instance().counters.recordings.fetch_add(1, std::memory_order_relaxed);
+
+  {
+    c10::cuda::CUDAStreamGuard on_stream(request->stream);
+    for (auto& t : lifted) {
+      bool borrowed = t.defined() && t.is_leaf() && t.requires_grad();
+      request->borrowed.push_back(borrowed);
+      request->inputs.push_back(borrowed || !t.defined() ? t : static_copy(t));
+    }
+    request->inputs_ready = std::make_shared<at::cuda::CUDAEvent>();
+    request->inputs_ready->record(request->stream);
+  }
+  request->structure = c.structure;
+  request->shape = shape;
+  request->recording = std::make_shared<functional::recording>(std::move(recording));
+  request->root = c.root;
+  request->nodes = c.nodes;
+  request->passes = c.config.passes.effective_pipeline();
+  request->delay_ms = c.config.compile.delay_ms;
+  request->max_graphs = c.config.cuda_graphs.max_graphs;
+  request->level = c.config.logging.level;
+  if (!request_capture(std::move(request)))
+    drop_slot();
+  return results;
+}
+
+} // namespace
+
+std::optional<variable_list> serve_from_graph(const graph_call& c) {
+  const auto& policy = c.config.cuda_graphs;
+  if (!policy.enabled || policy.mode == graph_shape_policy::dynamic_shapes)
+    return std::nullopt;
+  auto stream = single_stream(c);
+  if (!stream)
+    return std::nullopt;
+  auto& cache = graph_cache::instance();
+  auto structure = cache.structure(c.structure);
+  {
+    std::lock_guard lock(structure->mutex);
+    if (!structure->plan_only.empty())
+      return std::nullopt;
+  }
+  if (has_hooks(c.table)) {
+    keep_on_plans(*structure, c, "it has hooks");
+    return std::nullopt;
+  }
+
+  ca::AutogradCompilerCall call(ca::SizeInput::STATIC);
+  std::optional<uint64_t> shape;
+  try {
+    shape = shape_key(call, functional::lift_nodes_hashed(call, c.nodes, c.table));
+  } catch (const std::exception& e) {
+    keep_on_plans(*structure, c, e.what());
+    return std::nullopt;
+  }
+  if (!shape) {
+    keep_on_plans(*structure, c, "a lifted scalar is neither int, float nor bool");
+    return std::nullopt;
+  }
+  const auto& live = call.tensor_args.inputs;
+  for (const auto& t : live)
+    if (t.defined() && !t.is_cuda()) {
+      keep_on_plans(*structure, c, "a saved tensor is on the CPU");
+      return std::nullopt;
+    }
+
+  std::shared_ptr<backward_graph> graph;
+  {
+    std::lock_guard lock(structure->mutex);
+    if (auto it = structure->shapes.find(*shape); it != structure->shapes.end()) {
+      if (!it->second.graph) {
+        cache.counters.during_capture.fetch_add(1, std::memory_order_relaxed);
+        return std::nullopt;
+      }
+      graph = it->second.graph;
+      it->second.last_used = ++structure->clock;
+    } else {
+      if (!wants_capture(*structure, *shape, policy))
+        return std::nullopt;
+      if (cache.counters.bytes.load() >= int64_t{policy.memory_limit_mb} << 20)
+        return std::nullopt;
+      structure->shapes[*shape];  // being captured
+    }
+  }
+  if (graph)
+    return replay(c, *structure, *shape, graph, live, *stream);
+  return record_for_capture(c, *structure, *shape, *stream);
+}
+
+void add_graph_statistics(statistics& s) {
+  const auto& counters = graph_cache::instance().counters;
+  s.graph_backwards = counters.graph_backwards.load();
+  s.graphs = static_cast<uint64_t>(counters.graphs.load());
+  s.graph_bytes = static_cast<uint64_t>(counters.bytes.load());
+  s.graph_captures = counters.captures.load();
+  s.graph_capture_failures = counters.capture_failures.load();
+  s.graph_evictions = counters.evictions.load();
+  s.graph_copy_on_writes = counters.copy_on_writes.load();
+  s.graph_recordings = counters.recordings.load();
+  s.backwards_during_capture = counters.during_capture.load();
+}
+
+void reset_graph_statistics() {
+  graph_cache::instance().counters.reset();
+}
+
+void drop_graphs() {
+  graph_cache::instance().clear();
+}
+
+bool wait_graph_captures(std::chrono::milliseconds timeout) {
+  return wait_captures(timeout);
+}
+
+bool drain_graph_captures(std::chrono::milliseconds grace) {
+  return drain_captures(grace);
+}
+
+} // namespace gradd::cuda

@@ -1,0 +1,65 @@
+#pragma once
+
+// The CUDA graph path: what a plan hit on a CUDA device goes through before
+// its plan runs. It is the only part of cuda/ that engine/detail/ calls;
+// a build without the CUDA toolkit links graph_path_off.cpp instead, where
+// every backward stays on its plan.
+
+#include "compiler/ir.hpp"
+#include "config/settings.hpp"
+#include "engine/gradd.hpp"
+
+#include <torch/csrc/autograd/edge.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace torch::autograd {
+struct GraphTask;
+struct Node;
+}
+
+namespace gradd::cuda {
+
+/// A backward whose structure has a plan, as the graph path sees it.
+struct graph_call {
+  uint64_t structure;             ///< the plan's record id
+  const compiler::graph& table;   ///< the structure's node table
+  const std::vector<torch::autograd::Node*>& nodes;  ///< this backward's, in walk order
+  const std::shared_ptr<torch::autograd::Node>& root;
+  torch::autograd::GraphTask& task;
+  bool accumulate_grad;
+  const std::vector<torch::autograd::Edge>& outputs;
+  const settings& config;
+};
+
+/// Serves `call` from the CUDA graph of its shape when there is one, or
+/// records it for a capture when cuda_graphs.mode asks for a graph of this
+/// shape (the backward runs while it is recorded; the graph is captured in
+/// the background). Returns nullopt, having changed nothing, where the plan
+/// serves it: graphs off, not one CUDA stream, a shape without a graph yet
+/// or being captured, a structure that stays on plans, over the memory
+/// limit, or the graph busy on another thread. A backward served here
+/// leaves its stream in the task for post-processing, as a plan does.
+std::optional<torch::autograd::variable_list> serve_from_graph(const graph_call& call);
+
+/// Adds the graph path's counters to `s`.
+void add_graph_statistics(statistics& s);
+
+/// Zeroes the graph path's counters.
+void reset_graph_statistics();
+
+/// Drops every CUDA graph (reset()).
+void drop_graphs();
+
+/// Waits until no capture is queued or running, at most `timeout`.
+bool wait_graph_captures(std::chrono::milliseconds timeout);
+
+/// At process exit: no new captures; waits at most `grace` for running ones.
+bool drain_graph_captures(std::chrono::milliseconds grace);
+
+} // namespace gradd::cuda

@@ -1,0 +1,26 @@
+// The graph path of a build without the CUDA toolkit: every backward stays
+// on its plan (see graph_path.hpp).
+
+#include "cuda/graph_path.hpp"
+
+namespace gradd::cuda {
+
+std::optional<torch::autograd::variable_list> serve_from_graph(const graph_call&) {
+  return std::nullopt;
+}
+
+void add_graph_statistics(statistics&) {}
+
+void reset_graph_statistics() {}
+
+void drop_graphs() {}
+
+bool wait_graph_captures(std::chrono::milliseconds) {
+  return true;
+}
+
+bool drain_graph_captures(std::chrono::milliseconds) {
+  return true;
+}
+
+} // namespace gradd::cuda

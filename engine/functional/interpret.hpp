@@ -1,0 +1,46 @@
+#pragma once
+
+// The interpreter of a functional recording: what replay runs on a later
+// backward's tensors and what a CUDA graph is captured from.
+
+#include "engine/functional/recording.hpp"
+
+#include <c10/core/Stream.h>
+#include <torch/csrc/autograd/function.h>
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace gradd::engine::functional {
+
+/// What an `accumulate_grad` op does with its gradient.
+enum class leaf_gradients : uint8_t {
+  accumulate,  ///< into `.grad` of the leaf, as the stock engine does
+  collect,     ///< into program_outputs::leaf_gradients, `.grad` untouched
+};
+
+/// How a recording runs.
+struct interpret_options {
+  leaf_gradients leaves = leaf_gradients::accumulate;
+  /// Every op on this stream instead of its node's (a CUDA graph capture).
+  std::optional<c10::Stream> stream;
+};
+
+/// What a recording's run produced.
+struct program_outputs {
+  torch::autograd::variable_list results;  ///< the `output` op's arguments
+  /// With leaf_gradients::collect: per `accumulate_grad` op, in order, the
+  /// lifted position of its leaf and the gradient it would have accumulated
+  /// (undefined where none arrived).
+  std::vector<std::pair<uint32_t, at::Tensor>> leaf_gradients;
+};
+
+/// Runs the ops of `rec` over the tensors `lifted` (by lifted position) and
+/// the graph's `nodes` (in walk order, for streams and output checks),
+/// letting go of each value at its last use as the stock engine would.
+program_outputs interpret(const recording& rec, const std::vector<torch::autograd::Node*>& nodes,
+                          const std::vector<at::Tensor>& lifted,
+                          const interpret_options& options = {});
+
+} // namespace gradd::engine::functional

@@ -1,0 +1,275 @@
+// CUDA graphs: who serves each backward under each shape policy, what a
+// capture leaves to plans, and how gradients are handed out (Note [Lent
+// gradients], cuda/backward_graph.cpp). Gradients are compared bitwise with
+// a stock-engine run of the same loop.
+
+#include "engine/grad_check.hpp"
+
+#include <c10/core/Event.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+namespace {
+
+using gradd::test::require_bitwise_equal;
+using torch::Tensor;
+
+/// A small MLP on CUDA whose batch size is a parameter of each step.
+struct mlp {
+  mlp() {
+    torch::manual_seed(5);
+    auto on = torch::dtype(torch::kFloat32).device(torch::kCUDA);
+    for (int i = 0; i < 3; ++i) {
+      weights.push_back((torch::randn({64, 64}, on) * 0.1).requires_grad_());
+      biases.push_back(torch::zeros({64}, on).requires_grad_());
+    }
+  }
+  std::vector<Tensor> parameters() const {
+    auto all = weights;
+    all.insert(all.end(), biases.begin(), biases.end());
+    return all;
+  }
+  Tensor loss(int64_t batch, int64_t step) const {
+    auto x = torch::sin(torch::arange(batch * 64, torch::dtype(torch::kFloat32).device(torch::kCUDA))
+                            .reshape({batch, 64}) * (0.01 * (step + 1)));
+    for (size_t i = 0; i < weights.size(); ++i)
+      x = torch::gelu(torch::addmm(biases[i], x, weights[i]));
+    return x.square().mean();
+  }
+  std::vector<Tensor> weights, biases;
+};
+
+/// Runs `batches` (one backward each, grads set to None before each) on
+/// the stock engine and then under `policy`; requires bitwise-equal
+/// gradients after every step. Returns gradd's statistics.
+gradd::statistics run_loop(const gradd::settings& policy, const std::vector<int64_t>& batches) {
+  mlp m;
+  auto params = m.parameters();
+  std::vector<std::vector<Tensor>> stock;
+  {
+    gradd::disable_guard off;
+    for (size_t i = 0; i < batches.size(); ++i) {
+      gradd::test::clear_grads(params);
+      m.loss(batches[i], static_cast<int64_t>(i)).backward();
+      stock.push_back(gradd::test::grads_of(params));
+    }
+  }
+  gradd::reset();
+  gradd::enable_guard on{policy};
+  for (size_t i = 0; i < batches.size(); ++i) {
+    INFO("step " << i << ", batch " << batches[i]);
+    gradd::test::clear_grads(params);
+    m.loss(batches[i], static_cast<int64_t>(i)).backward();
+    require_bitwise_equal(stock[i], gradd::test::grads_of(params));
+    REQUIRE(gradd::wait_for_compiles());
+  }
+  return gradd::stats();
+}
+
+gradd::settings policy(gradd::graph_shape_policy mode) {
+  auto s = gradd::test::graph_settings();
+  s.cuda_graphs.mode = mode;
+  return s;
+}
+
+bool have_cuda() {
+  if (torch::cuda::is_available())
+    return true;
+  WARN("CUDA not available: CUDA graph case skipped");
+  return false;
+}
+
+} // namespace
+
+TEST_CASE("a shape sweep under each policy", "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  // Three shapes, each seen three times in turn, then the first again.
+  const std::vector<int64_t> sweep{8, 16, 32, 8, 16, 32, 8, 16, 32, 8};
+
+  SECTION("static: each new shape is recorded, then replayed") {
+    auto s = run_loop(policy(gradd::graph_shape_policy::static_shapes), sweep);
+    CHECK(s.plan_backwards == 10);
+    CHECK(s.graph_recordings == 3);
+    CHECK(s.graph_backwards == 7);
+    CHECK(s.graphs == 3);
+  }
+  SECTION("auto: a shape gets a graph once it recurs") {
+    auto s = run_loop(policy(gradd::graph_shape_policy::auto_shapes), sweep);
+    CHECK(s.graph_recordings == 3);  // the second sighting of each shape
+    CHECK(s.graph_backwards == 4);   // the third and fourth sightings
+    CHECK(s.graphs == 3);
+  }
+  SECTION("auto: a structure whose shapes keep changing stays on plans") {
+    auto p = policy(gradd::graph_shape_policy::auto_shapes);
+    p.cuda_graphs.dynamic_after = 2;
+    auto s = run_loop(p, sweep);
+    CHECK(s.graph_recordings == 0);
+    CHECK(s.graph_backwards == 0);
+    CHECK(s.plan_backwards == 10);
+  }
+  SECTION("dynamic: plans only") {
+    auto s = run_loop(policy(gradd::graph_shape_policy::dynamic_shapes), sweep);
+    CHECK(s.graph_recordings == 0);
+    CHECK(s.graph_backwards == 0);
+    CHECK(s.graphs == 0);
+    CHECK(s.plan_backwards == 10);
+  }
+  SECTION("off: plans only") {
+    auto p = policy(gradd::graph_shape_policy::static_shapes);
+    p.cuda_graphs.enabled = false;
+    auto s = run_loop(p, sweep);
+    CHECK(s.graph_recordings + s.graph_backwards + s.graphs == 0);
+  }
+  SECTION("the least recently used graph goes beyond the cap") {
+    auto p = policy(gradd::graph_shape_policy::static_shapes);
+    p.cuda_graphs.max_graphs = 2;
+    auto s = run_loop(p, sweep);
+    CHECK(s.graphs == 2);
+    CHECK(s.graph_evictions >= 1);
+    CHECK(s.graph_recordings > 3);  // an evicted shape is recorded again
+  }
+  gradd::reset();
+  CHECK(gradd::stats().graphs == 0);
+}
+
+TEST_CASE("the training thread does not wait for a capture", "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  auto p = policy(gradd::graph_shape_policy::static_shapes);
+  p.compile.delay_ms = 500;  // each capture (and compile) waits this long first
+  mlp m;
+  auto params = m.parameters();
+  gradd::reset();
+  {
+    gradd::enable_guard on{gradd::test::sync_settings()};
+    m.loss(16, 0).backward();  // the plan, compiled synchronously and at once
+  }
+  gradd::enable_guard on{p};
+  m.loss(16, 0).backward();  // recorded; its capture starts, and waits
+  for (int i = 1; i <= 4; ++i)
+    m.loss(16, i).backward();
+  auto s = gradd::stats();
+  CHECK(s.graph_recordings == 1);
+  CHECK(s.backwards_during_capture == 4);  // served by the plan meanwhile
+  CHECK(s.graph_backwards == 0);
+  REQUIRE(gradd::wait_for_compiles());
+  m.loss(16, 5).backward();
+  CHECK(gradd::stats().graph_backwards == 1);
+}
+
+TEST_CASE("lent gradients: held ones keep their values, accumulation is exact", "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  auto graphs = policy(gradd::graph_shape_policy::static_shapes);
+
+  SECTION("a gradient held across iterations is not overwritten") {
+    mlp m;
+    auto params = m.parameters();
+    gradd::reset();
+    gradd::enable_guard on{graphs};
+    std::vector<Tensor> held;
+    std::vector<Tensor> copies;
+    for (int step = 0; step < 4; ++step) {
+      gradd::test::clear_grads(params);
+      m.loss(16, step).backward();
+      REQUIRE(gradd::wait_for_compiles());
+      held.push_back(params[0].grad());  // a hook or a logger keeps it
+      copies.push_back(gradd::test::exact_copy(params[0].grad()));
+    }
+    CHECK(gradd::stats().graph_backwards >= 2);
+    CHECK(gradd::stats().graph_copy_on_writes >= 1);
+    for (size_t i = 0; i < held.size(); ++i) {
+      INFO("step " << i);
+      require_bitwise_equal(copies[i], gradd::test::exact_copy(held[i]));
+    }
+  }
+  SECTION("zero_grad(set_to_none=False) and micro-batches accumulate as the stock engine") {
+    mlp m;
+    auto params = m.parameters();
+    auto loop = [&] {
+      std::vector<std::vector<Tensor>> seen;
+      gradd::test::clear_grads(params);
+      for (int step = 0; step < 3; ++step) {
+        for (auto& p : params)
+          if (p.grad().defined())
+            p.mutable_grad().zero_();
+        for (int micro = 0; micro < 2; ++micro)  // two micro-batches per step
+          m.loss(16, step * 2 + micro).backward();
+        seen.push_back(gradd::test::grads_of(params));
+        REQUIRE(gradd::wait_for_compiles());
+      }
+      return seen;
+    };
+    std::vector<std::vector<Tensor>> stock;
+    {
+      gradd::disable_guard off;
+      stock = loop();
+    }
+    gradd::reset();
+    gradd::enable_guard on{graphs};
+    auto ours = loop();
+    CHECK(gradd::stats().graph_backwards >= 3);
+    for (size_t i = 0; i < stock.size(); ++i) {
+      INFO("step " << i);
+      require_bitwise_equal(stock[i], ours[i]);
+    }
+  }
+}
+
+TEST_CASE("a backward whose forward ran on a side stream replays there", "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  c10::Device device(c10::kCUDA, 0);
+  c10::impl::VirtualGuardImpl cuda(c10::DeviceType::CUDA);
+  auto side = cuda.getStreamFromGlobalPool(device);
+  mlp m;
+  auto params = m.parameters();
+  auto step = [&] {
+    Tensor loss;
+    {
+      c10::StreamGuard on_side(side);
+      loss = m.loss(16, 0);
+    }
+    c10::Event forward_done(c10::DeviceType::CUDA);
+    forward_done.record(side);
+    forward_done.block(cuda.getStream(device));
+    loss.backward();
+    cuda.synchronizeStream(cuda.getStream(device));
+    return std::vector<Tensor>{};
+  };
+  gradd::test::graphs_under_test_scope graphs;
+  auto s = gradd::test::check_against_stock(params, step, 3);
+  CHECK(s.graph_backwards == 2);
+}
+
+namespace {
+
+/// A custom function whose backward reads a value on the host: it runs on
+/// a plan, but a CUDA graph cannot capture it.
+struct host_sync : torch::autograd::Function<host_sync> {
+  static Tensor forward(torch::autograd::AutogradContext*, Tensor a) { return a * 2; }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
+                                                 torch::autograd::variable_list grads) {
+    double scale = grads[0].abs().max().item<double>() > 0 ? 2.0 : 2.0;
+    return {grads[0] * scale};
+  }
+};
+
+} // namespace
+
+TEST_CASE("a capture that fails leaves its structure on plans", "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  torch::manual_seed(9);
+  auto w = torch::randn({32, 32}, torch::dtype(torch::kFloat32).device(torch::kCUDA))
+               .requires_grad_();
+  gradd::test::graphs_under_test_scope graphs;
+  auto s = gradd::test::check_against_stock({w}, [&] {
+    host_sync::apply(torch::tanh(w.mm(w))).sum().backward();
+    return std::vector<Tensor>{};
+  }, 4);
+  CHECK(s.graph_backwards == 0);
+  CHECK(s.graph_recordings <= 1);  // recorded at most once, then never again
+  CHECK(s.plan_backwards == 4);
+}
