@@ -367,6 +367,10 @@ int run(const options& o) {
   auto s = summarize(main_times);
   uint64_t plan_backwards = after.plan_backwards - before.plan_backwards;
   uint64_t graph_backwards = after.graph_backwards - before.graph_backwards;
+  // Mean CPU microseconds of each piece of a graph hit.
+  auto per_hit_us = [&](uint64_t gradd::statistics::*piece) {
+    return graph_backwards ? (after.*piece - before.*piece) / 1e3 / graph_backwards : 0.0;
+  };
   uint64_t eager_backwards = run_gradd ? after.eager_backwards - before.eager_backwards
                                        : static_cast<uint64_t>(o.iters);
   std::printf("{\"model\": \"%s\", \"device\": \"%s\", \"mode\": \"%s\", \"median_ms\": %.4f, "
@@ -376,6 +380,13 @@ int run(const options& o) {
               static_cast<unsigned long long>(plan_backwards),
               static_cast<unsigned long long>(graph_backwards),
               static_cast<unsigned long long>(eager_backwards), diff);
+  if (graph_backwards)
+    std::printf(", \"hit_us\": {\"lift\": %.1f, \"copy\": %.1f, \"launch\": %.1f, "
+                "\"hand_out\": %.1f}",
+                per_hit_us(&gradd::statistics::graph_lift_ns),
+                per_hit_us(&gradd::statistics::graph_copy_ns),
+                per_hit_us(&gradd::statistics::graph_launch_ns),
+                per_hit_us(&gradd::statistics::graph_hand_out_ns));
   if (o.mode == "both") {
     auto e = summarize(eager_times);
     std::printf(", \"eager_median_ms\": %.4f, \"ratio\": %.4f", e.median, s.median / e.median);

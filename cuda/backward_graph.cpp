@@ -247,6 +247,7 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
   std::unique_lock replaying(replaying_, std::try_to_lock);
   if (!replaying)
     return std::nullopt;
+  auto start = std::chrono::steady_clock::now();
   c10::cuda::CUDAGuard device(stream.device_index());
   auto caller = c10::cuda::getCurrentCUDAStream(stream.device_index());
   if (caller != stream) {
@@ -264,8 +265,10 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
       if (size_t bytes = span_bytes(live[i]))
         spans.push_back({live[i].const_data_ptr(), inputs_[i].mutable_data_ptr(), bytes});
   batched_copy(spans, stream.stream());
+  auto copied = std::chrono::steady_clock::now();
   graph_.replay();
   replayed_->record(stream);
+  auto launched = std::chrono::steady_clock::now();
 
   for (auto& leaf : leaves_)
     hand_out(leaf, live[leaf.leaf], hand_out_mode);
@@ -273,6 +276,11 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
   results.reserve(results_.size());
   for (const auto& result : results_)
     results.push_back(result.defined() ? result.clone() : result);
+  auto& counters = graph_cache::instance().counters;
+  counters.copy_ns.fetch_add(nanoseconds_between(start, copied), std::memory_order_relaxed);
+  counters.launch_ns.fetch_add(nanoseconds_between(copied, launched), std::memory_order_relaxed);
+  counters.hand_out_ns.fetch_add(nanoseconds_between(launched, std::chrono::steady_clock::now()),
+                                 std::memory_order_relaxed);
   return results;
 }
 

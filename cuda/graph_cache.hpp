@@ -7,6 +7,7 @@
 #include "cuda/backward_graph.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -16,6 +17,13 @@
 #include <vector>
 
 namespace gradd::cuda {
+
+/// Nanoseconds from `start` to `end`, for the counters' CPU times.
+inline uint64_t nanoseconds_between(std::chrono::steady_clock::time_point start,
+                                    std::chrono::steady_clock::time_point end) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
+}
 
 /// One shape of a structure: its graph, or none yet while it is captured.
 struct shape_slot {
@@ -47,6 +55,11 @@ struct graph_counters {
   std::atomic<uint64_t> copy_on_writes{0};    ///< lent gradients copied away (Note [Lent gradients])
   std::atomic<uint64_t> during_capture{0};    ///< backwards a plan served while their shape was captured
   std::atomic<uint64_t> recordings{0};        ///< backwards served by recording them for a capture
+  // CPU time of each piece of the graph hits, summed over graph_backwards.
+  std::atomic<uint64_t> lift_ns{0};      ///< re-lift through compiled_args and the shape key
+  std::atomic<uint64_t> copy_ns{0};      ///< misfit check, copy-on-write, batched copy launch
+  std::atomic<uint64_t> launch_ns{0};    ///< the graph launch
+  std::atomic<uint64_t> hand_out_ns{0};  ///< gradients to .grad, results cloned
   std::atomic<int64_t> bytes{0};              ///< device memory all graphs hold
   std::atomic<int64_t> graphs{0};             ///< graphs alive
 

@@ -125,7 +125,11 @@ bool wants_capture(structure_graphs& s, uint64_t shape, const settings::cuda_gra
 
 std::optional<variable_list> replay(const graph_call& c, structure_graphs& s, uint64_t shape,
                                     const std::shared_ptr<backward_graph>& graph,
-                                    const std::vector<at::Tensor>& live, c10::Stream stream) {
+                                    const std::vector<at::Tensor>& live, c10::Stream stream,
+                                    std::chrono::steady_clock::time_point lift_start) {
+  auto& counters = graph_cache::instance().counters;
+  counters.lift_ns.fetch_add(nanoseconds_between(lift_start, std::chrono::steady_clock::now()),
+                             std::memory_order_relaxed);
   if (auto why = graph->misfit(live); !why.empty()) {
     // Recapture when next seen (a parameter replaced, say).
     std::lock_guard lock(s.mutex);
@@ -138,7 +142,7 @@ std::optional<variable_list> replay(const graph_call& c, structure_graphs& s, ui
   if (!results)
     return std::nullopt;
   c.task.leaf_streams.emplace(stream);
-  graph_cache::instance().counters.graph_backwards.fetch_add(1, std::memory_order_relaxed);
+  counters.graph_backwards.fetch_add(1, std::memory_order_relaxed);
   return results;
 }
 
@@ -210,6 +214,7 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
     return std::nullopt;
   }
 
+  auto lift_start = std::chrono::steady_clock::now();
   ca::AutogradCompilerCall call(ca::SizeInput::STATIC);
   std::optional<uint64_t> shape;
   try {
@@ -248,7 +253,7 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
     }
   }
   if (graph)
-    return replay(c, *structure, *shape, graph, live, *stream);
+    return replay(c, *structure, *shape, graph, live, *stream, lift_start);
   return record_for_capture(c, *structure, *shape, *stream);
 }
 
@@ -261,6 +266,10 @@ void add_graph_statistics(statistics& s) {
   s.graph_capture_failures = counters.capture_failures.load();
   s.graph_evictions = counters.evictions.load();
   s.graph_copy_on_writes = counters.copy_on_writes.load();
+  s.graph_lift_ns = counters.lift_ns.load();
+  s.graph_copy_ns = counters.copy_ns.load();
+  s.graph_launch_ns = counters.launch_ns.load();
+  s.graph_hand_out_ns = counters.hand_out_ns.load();
   s.graph_recordings = counters.recordings.load();
   s.backwards_during_capture = counters.during_capture.load();
 }

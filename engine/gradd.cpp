@@ -54,7 +54,9 @@ std::ostream& operator<<(std::ostream& out, const statistics& s) {
       << " graph_bytes=" << s.graph_bytes << " graph_captures=" << s.graph_captures
       << " graph_capture_failures=" << s.graph_capture_failures
       << " graph_evictions=" << s.graph_evictions
-      << " graph_copy_on_writes=" << s.graph_copy_on_writes;
+      << " graph_copy_on_writes=" << s.graph_copy_on_writes
+      << " graph_lift_ns=" << s.graph_lift_ns << " graph_copy_ns=" << s.graph_copy_ns
+      << " graph_launch_ns=" << s.graph_launch_ns << " graph_hand_out_ns=" << s.graph_hand_out_ns;
   for (size_t i = 0; i < fallback_reason_count; ++i)
     if (s.eager_by_reason[i] > 0)
       out << " eager." << to_string(static_cast<fallback_reason>(i)) << '='
