@@ -23,6 +23,7 @@
 
 #include "cuda/batched_copy.hpp"
 #include "cuda/graph_cache.hpp"
+#include "engine/functional/capture.hpp"
 #include "engine/functional/interpret.hpp"
 #include "engine/functional/passes.hpp"
 #include "engine/functional/steps.hpp"
@@ -31,7 +32,9 @@
 #include <c10/core/GradMode.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/autograd/utils/grad_layout_contract.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
 
 #include <chrono>
 #include <stdexcept>
@@ -71,8 +74,8 @@ size_t pool_bytes(at::cuda::MempoolId_t pool) {
   return total;
 }
 
-} // namespace
-
+/// Bytes from a tensor's first element to the end of its last one: what a
+/// copy of it in the same layout needs (its strides may overlap or leave gaps).
 size_t span_bytes(const at::Tensor& t) {
   if (t.numel() == 0)
     return 0;
@@ -82,6 +85,8 @@ size_t span_bytes(const at::Tensor& t) {
   return static_cast<size_t>(last + 1) * t.element_size();
 }
 
+/// A gradd-owned copy of CUDA tensor `t` with its sizes and strides, copied
+/// on the current stream: a static input of a graph.
 at::Tensor static_copy(const at::Tensor& t) {
   auto bytes = span_bytes(t);
   auto storage = at::empty({static_cast<int64_t>(bytes / t.element_size())}, t.options());
@@ -92,44 +97,53 @@ at::Tensor static_copy(const at::Tensor& t) {
   return storage.as_strided(t.sizes(), t.strides(), 0);
 }
 
+} // namespace
+
+capture_request::~capture_request() {
+  if (keep_graph)
+    return;
+  for (uint32_t i = 0; i < backward.ir.nodes.size(); ++i)
+    if (backward.ir.nodes[i].needed)
+      backward.node(i).release_variables();
+}
+
 std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& request,
                                                         c10::cuda::CUDAStream side) {
   if (request.delay_ms > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(request.delay_ms));
-  auto recording = *request.recording;
+  c10::cuda::CUDAGuard device(side.device_index());
+  request.plan_done->block(side);
+  c10::cuda::CUDAStreamGuard on_side(side);
+  auto recording = functional::record_lifted(*request.lifted, request.backward, *request.task,
+                                             request.num_outputs, side.unwrap());
   functional::run_passes(recording, request.passes);
 
   std::shared_ptr<backward_graph> g(new backward_graph());
-  g->inputs_ = request.inputs;
-  g->borrowed_ = request.borrowed;
-  c10::cuda::CUDAGuard device(side.device_index());
+  for (const auto& t : request.lifted->tensor_args.inputs) {
+    bool borrowed = t.defined() && t.is_leaf() && t.requires_grad();
+    g->borrowed_.push_back(borrowed);
+    g->inputs_.push_back(borrowed || !t.defined() ? t : static_copy(t));
+  }
   at::NoGradGuard no_grad;
   at::NoNamesGuard no_names;
-  request.inputs_ready->block(side);
   functional::interpret_options options{functional::leaf_gradients::collect, side.unwrap()};
-  {
-    // Warm-up: cuBLAS creates its handle and workspace for this stream.
-    c10::cuda::CUDAStreamGuard on_side(side);
-    functional::interpret(recording, request.nodes, g->inputs_, options);
-  }
+  // Warm-up: cuBLAS creates its handle and workspace for this stream.
+  functional::interpret(recording, request.backward.walk.nodes, g->inputs_, options);
   side.synchronize();
 
   functional::program_outputs outputs;
-  {
-    c10::cuda::CUDAStreamGuard on_side(side);
-    g->graph_.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+  g->graph_.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+  try {
+    outputs = functional::interpret(recording, request.backward.walk.nodes, g->inputs_, options);
+  } catch (...) {
     try {
-      outputs = functional::interpret(recording, request.nodes, g->inputs_, options);
+      g->graph_.capture_end();
     } catch (...) {
-      try {
-        g->graph_.capture_end();
-      } catch (...) {
-        // The capture is invalid already; the first error says why.
-      }
-      throw;
+      // The capture is invalid already; the first error says why.
     }
-    g->graph_.capture_end();
+    throw;
   }
+  g->graph_.capture_end();
 
   // Which outputs are handed out alone (Note [Lent gradients]): the stock
   // engine steals a gradient tensor that nothing else holds.

@@ -10,6 +10,7 @@
 // without cloning them (Note [Lent gradients]).
 
 #include "config/settings.hpp"
+#include "engine/functional/graph.hpp"
 #include "engine/functional/recording.hpp"
 
 #include <ATen/cuda/CUDAEvent.h>
@@ -24,34 +25,35 @@
 #include <string>
 #include <vector>
 
+namespace torch::autograd {
+struct GraphTask;
+}
+
 namespace gradd::cuda {
 
-/// Bytes from a tensor's first element to the end of its last one: what a
-/// copy of it in the same layout needs (its strides may overlap or leave gaps).
-size_t span_bytes(const at::Tensor& t);
-
-/// A gradd-owned copy of CUDA tensor `t` with its sizes and strides, copied
-/// on the current stream: a static input of a graph.
-at::Tensor static_copy(const at::Tensor& t);
-
-/// What the stream actor captures a graph from: a recording of a backward
-/// of the structure at this shape and that backward's inputs.
+/// What the stream actor captures a graph from: a backward of the structure
+/// at this shape that a plan served, its saved variables kept for the
+/// recording, and its state as lifted on its own thread before it ran.
+/// Destroying the request releases those saved variables (unless the
+/// backward was asked to retain its graph).
 struct capture_request {
-  explicit capture_request(c10::cuda::CUDAStream stream) : stream(stream) {}
+  capture_request(c10::cuda::CUDAStream stream, engine::functional::graph backward)
+      : stream(stream), backward(std::move(backward)) {}
+  ~capture_request();
+  capture_request(const capture_request&) = delete;
+  capture_request& operator=(const capture_request&) = delete;
 
   uint64_t structure = 0;  ///< the plan table's record id
-  uint64_t shape = 0;      ///< shape_key() of the recorded backward
-  std::shared_ptr<engine::functional::recording> recording;
-  /// The recorded backward's root, which keeps its nodes alive, and the
-  /// nodes in walk order (streams and output checks read them).
+  uint64_t shape = 0;      ///< the shape key of the backward
+  c10::cuda::CUDAStream stream;  ///< the stream it ran and graphs replay on
+  /// Its nodes (walk order) and node table; `root` keeps the nodes alive.
+  engine::functional::graph backward;
   std::shared_ptr<torch::autograd::Node> root;
-  std::vector<torch::autograd::Node*> nodes;
-  /// Static inputs by lifted position: a parameter itself where `borrowed`,
-  /// else a copy of the backward's input taken on `stream`.
-  std::vector<at::Tensor> inputs;
-  std::vector<bool> borrowed;
-  c10::cuda::CUDAStream stream;  ///< the stream the backward ran and graphs replay on
-  std::shared_ptr<at::cuda::CUDAEvent> inputs_ready;  ///< recorded on `stream` after the copies
+  std::shared_ptr<torch::autograd::GraphTask> task;  ///< its TLS and exec info
+  std::shared_ptr<torch::dynamo::autograd::AutogradCompilerCall> lifted;
+  size_t num_outputs = 0;   ///< autograd::grad outputs
+  bool keep_graph = false;  ///< retain_graph: its saved variables stay
+  std::shared_ptr<at::cuda::CUDAEvent> plan_done;  ///< recorded on `stream` after the plan
   std::string passes;      ///< passes.pipeline, run on the recording first
   uint32_t delay_ms = 0;   ///< compile.delay_ms: the capture waits this long first
   uint32_t max_graphs = 8; ///< cuda_graphs.max_graphs of the structure
@@ -61,10 +63,13 @@ struct capture_request {
 /// A captured graph and its static buffers.
 class backward_graph {
 public:
-  /// Warms up on `side` (cuBLAS handles, allocator), then captures the
-  /// recording on it in thread-local capture mode with a private memory
-  /// pool, and instantiates. Throws std::runtime_error naming what failed
-  /// (an op that synchronizes with the host, one that is not capturable).
+  /// Records the request's backward on `side` (functional::record_lifted),
+  /// copies its inputs into static buffers, runs the pass pipeline on the
+  /// recording, warms up on `side` (cuBLAS handles, allocator), then
+  /// captures the recording in thread-local capture mode with a private
+  /// memory pool, and instantiates. Throws std::runtime_error naming what
+  /// failed (an op that synchronizes with the host, one that is not
+  /// capturable, a node that cannot be recorded).
   static std::shared_ptr<backward_graph> capture(const capture_request& request,
                                                  c10::cuda::CUDAStream side);
 

@@ -16,7 +16,6 @@
 #include "cuda/backward_graph.hpp"
 #include "cuda/graph_cache.hpp"
 #include "cuda/stream_actor.hpp"
-#include "engine/functional/capture.hpp"
 #include "engine/functional/graph.hpp"
 
 #include <ATen/cuda/CUDAEvent.h>
@@ -146,51 +145,48 @@ std::optional<variable_list> replay(const graph_call& c, structure_graphs& s, ui
   return results;
 }
 
-/// Serves the backward by recording it, then asks the stream actor for a
-/// graph of the recording; nullopt (nothing changed) if it cannot be
-/// recorded.
-std::optional<variable_list> record_for_capture(const graph_call& c, structure_graphs& s,
-                                                uint64_t shape, c10::Stream stream) {
-  auto drop_slot = [&] {
+/// Serves the backward with its plan, keeping its saved variables for the
+/// recording, then asks the stream actor for a graph of this shape.
+variable_list plan_then_capture(const graph_call& c, structure_graphs& s, uint64_t shape,
+                                c10::Stream stream,
+                                std::shared_ptr<ca::AutogradCompilerCall> lifted) {
+  functional::graph backward;
+  backward.walk.nodes = c.nodes;
+  backward.ir = c.table;  // the node table, without the plan's ops
+  backward.ir.ops.clear();
+  backward.ir.num_values = 1;
+  auto request = std::make_shared<capture_request>(
+      c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, stream), std::move(backward));
+  request->keep_graph = c.task.keep_graph_;
+  c.task.keep_graph_ = true;  // the request releases them once recorded
+  try {
+    c.run_plan();
+  } catch (...) {
+    c.task.keep_graph_ = request->keep_graph;
     std::lock_guard lock(s.mutex);
     s.shapes.erase(shape);
-  };
-  auto request = std::make_shared<capture_request>(
-      c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, stream));
-  std::vector<at::Tensor> lifted;
-  functional::recording recording;
-  try {
-    recording = functional::capture(c.root, c.task, c.accumulate_grad, c.outputs, &lifted);
-  } catch (const std::exception& e) {
-    drop_slot();
-    keep_on_plans(s, c, std::string("it cannot be recorded: ") + e.what());
-    return std::nullopt;
+    throw;
   }
-  auto results = std::move(recording.gradients);
-  graph_cache::instance().counters.recordings.fetch_add(1, std::memory_order_relaxed);
-
-  {
-    c10::cuda::CUDAStreamGuard on_stream(request->stream);
-    for (auto& t : lifted) {
-      bool borrowed = t.defined() && t.is_leaf() && t.requires_grad();
-      request->borrowed.push_back(borrowed);
-      request->inputs.push_back(borrowed || !t.defined() ? t : static_copy(t));
-    }
-    request->inputs_ready = std::make_shared<at::cuda::CUDAEvent>();
-    request->inputs_ready->record(request->stream);
-  }
+  c.task.keep_graph_ = request->keep_graph;
+  request->plan_done = std::make_shared<at::cuda::CUDAEvent>();
+  request->plan_done->record(request->stream);
   request->structure = c.structure;
   request->shape = shape;
-  request->recording = std::make_shared<functional::recording>(std::move(recording));
   request->root = c.root;
-  request->nodes = c.nodes;
+  request->task = c.task.shared_from_this();
+  request->lifted = std::move(lifted);
+  request->num_outputs = c.outputs.size();
   request->passes = c.config.passes.effective_pipeline();
   request->delay_ms = c.config.compile.delay_ms;
   request->max_graphs = c.config.cuda_graphs.max_graphs;
   request->level = c.config.logging.level;
-  if (!request_capture(std::move(request)))
-    drop_slot();
-  return results;
+  if (request_capture(std::move(request))) {
+    graph_cache::instance().counters.recordings.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    std::lock_guard lock(s.mutex);
+    s.shapes.erase(shape);
+  }
+  return std::move(c.task.captured_vars_);
 }
 
 } // namespace
@@ -215,10 +211,10 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
   }
 
   auto lift_start = std::chrono::steady_clock::now();
-  ca::AutogradCompilerCall call(ca::SizeInput::STATIC);
+  auto call = std::make_shared<ca::AutogradCompilerCall>(ca::SizeInput::STATIC);
   std::optional<uint64_t> shape;
   try {
-    shape = shape_key(call, functional::lift_nodes_hashed(call, c.nodes, c.table));
+    shape = shape_key(*call, functional::lift_nodes_hashed(*call, c.nodes, c.table));
   } catch (const std::exception& e) {
     keep_on_plans(*structure, c, e.what());
     return std::nullopt;
@@ -227,7 +223,7 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
     keep_on_plans(*structure, c, "a lifted scalar is neither int, float nor bool");
     return std::nullopt;
   }
-  const auto& live = call.tensor_args.inputs;
+  const auto& live = call->tensor_args.inputs;
   for (const auto& t : live)
     if (t.defined() && !t.is_cuda()) {
       keep_on_plans(*structure, c, "a saved tensor is on the CPU");
@@ -254,7 +250,7 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
   }
   if (graph)
     return replay(c, *structure, *shape, graph, live, *stream, lift_start);
-  return record_for_capture(c, *structure, *shape, *stream);
+  return plan_then_capture(c, *structure, *shape, *stream, std::move(call));
 }
 
 void add_graph_statistics(statistics& s) {

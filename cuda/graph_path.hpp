@@ -13,6 +13,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -35,16 +36,18 @@ struct graph_call {
   bool accumulate_grad;
   const std::vector<torch::autograd::Edge>& outputs;
   const settings& config;
+  const std::function<void()>& run_plan;  ///< runs the structure's plan on this backward
 };
 
-/// Serves `call` from the CUDA graph of its shape when there is one, or
-/// records it for a capture when cuda_graphs.mode asks for a graph of this
-/// shape (the backward runs while it is recorded; the graph is captured in
-/// the background). Returns nullopt, having changed nothing, where the plan
-/// serves it: graphs off, not one CUDA stream, a shape without a graph yet
-/// or being captured, a structure that stays on plans, over the memory
-/// limit, or the graph busy on another thread. A backward served here
-/// leaves its stream in the task for post-processing, as a plan does.
+/// Serves `call` from the CUDA graph of its shape when there is one. When
+/// cuda_graphs.mode asks for a graph of a shape that has none, serves it with
+/// its plan (`run_plan`), keeping its saved variables, and has the stream
+/// actor record and capture it in the background. Returns the backward's
+/// results in either case; nullopt, having changed nothing, where the
+/// caller's plan is to serve it: graphs off, not one CUDA stream, a shape
+/// being captured or not wanted yet, a structure that stays on plans, over
+/// the memory limit, or the graph busy on another thread. A backward served
+/// here leaves its stream in the task for post-processing, as a plan does.
 std::optional<torch::autograd::variable_list> serve_from_graph(const graph_call& call);
 
 /// Adds the graph path's counters to `s`.

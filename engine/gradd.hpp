@@ -73,7 +73,7 @@ struct statistics {
   uint64_t compiles_in_flight = 0;  ///< compiles not finished yet
   // CUDA graphs (policy cuda_graphs); all zero on the CPU.
   uint64_t graph_backwards = 0;  ///< of plan_backwards, served by replaying a CUDA graph
-  uint64_t graph_recordings = 0; ///< of plan_backwards, recorded for a graph capture instead
+  uint64_t graph_recordings = 0; ///< of plan_backwards, kept for a graph capture of their shape
   uint64_t backwards_during_capture = 0;  ///< served by plans while their shape was captured
   uint64_t graphs = 0;           ///< CUDA graphs alive
   uint64_t graph_bytes = 0;      ///< device memory they hold (static inputs and pools)

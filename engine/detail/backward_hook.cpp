@@ -163,13 +163,13 @@ private:
       graph_record& r;
       ~running_guard() { r.running.fetch_sub(1); }
     } guard{record};
+    std::function<void()> plan = [&] { run_plan(record.compiled->plan, walk_->nodes, task_); };
     auto served = cuda::serve_from_graph({record.id, record.compiled->ir, walk_->nodes, root_,
-                                          task_, accumulate_grad_, outputs_, config_});
-    if (served) {
+                                          task_, accumulate_grad_, outputs_, config_, plan});
+    if (served)
       task_.captured_vars_ = std::move(*served);
-    } else {
-      run_plan(record.compiled->plan, walk_->nodes, task_);
-    }
+    else
+      plan();
     run_post_processing(task_);
     if (config_.nan_check.enabled)
       check_for_nan(walk_->nodes, task_.captured_vars_);

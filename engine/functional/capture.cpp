@@ -22,6 +22,7 @@
 #include <ATen/ThreadLocalState.h>
 #include <ATen/core/NamedTensor.h>
 #include <c10/core/StreamGuard.h>
+#include <torch/csrc/autograd/functions/accumulate_grad.h>
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/autograd/input_buffer.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
@@ -47,13 +48,23 @@ std::mutex& capture_mutex() {
   return mutex;
 }
 
+/// How a capture runs its nodes.
+struct run_options {
+  /// Every node on this stream instead of its own.
+  std::optional<c10::Stream> stream;
+  /// Record AccumulateGrad nodes from the node itself, without calling them:
+  /// their apply_with_saved reads `.grad`, which a training thread may be
+  /// writing when the backward is recorded after the fact.
+  bool leaves_from_nodes = false;
+};
+
 /// Runs the nodes of `g` in the stock engine's order under the recorder, as
 /// Engine::evaluate_function and call_function would.
 class capture_run {
  public:
   capture_run(const graph& g, ca::AutogradCompilerCall& call, ca::TraceState& state,
-              capture_session& session, recording& rec)
-      : g_(g), call_(call), state_(state), session_(session), rec_(rec),
+              capture_session& session, recording& rec, const run_options& options)
+      : g_(g), call_(call), state_(state), session_(session), rec_(rec), options_(options),
         buffers_(g.ir.nodes.size()), buffer_values_(g.ir.nodes.size()),
         captured_(g.ir.num_outputs), captured_values_(g.ir.num_outputs, no_value) {}
 
@@ -79,7 +90,7 @@ class capture_run {
     InputBuffer inputs = std::move(*buffers_[i]);
     buffers_[i].reset();
     std::vector<value_id> input_values = std::move(buffer_values_[i]);
-    auto stream = fn.stream();
+    auto stream = stream_of(fn);
     c10::OptionalStreamGuard stream_guard{stream};
     detail::wait_for_ready_events(inputs, stream);
 
@@ -97,6 +108,14 @@ class capture_run {
     // backward consumes, and a capture that fails later must leave the graph
     // runnable by the stock engine. It only ever saves memory.
     variable_list grads = std::move(inputs.buffer);
+    if (options_.leaves_from_nodes && info.is_accumulate_grad) {
+      const auto& variable = static_cast<torch::autograd::AccumulateGrad&>(fn).variable;
+      auto o = make_op(op_kind::accumulate_grad, session_.lifted_position(variable));
+      o.args.push_back(input_values.empty() ? no_value : input_values[0]);
+      session_.emit(std::move(o));
+      rec_.leaf_nodes.push_back(i);
+      return;
+    }
     at::NoNamesGuard no_names;  // as Node::operator() runs every backward
     ca::SwapSavedVariables saved(call_, state_, nullptr,
                                  call_.node_calls.lookup(fn.shared_from_this()));
@@ -166,7 +185,7 @@ class capture_run {
     InputBuffer& buffer = *buffers_[target];
     value_id& slot = buffer_values_[target][input_nr];
     bool had_gradient = buffer.buffer[input_nr].defined();
-    buffer.add(input_nr, std::move(grad), producer_stream, next.stream(), &next);
+    buffer.add(input_nr, std::move(grad), producer_stream, stream_of(next), &next);
     if (value == no_value)
       return;
     if (!had_gradient) {
@@ -180,39 +199,33 @@ class capture_run {
     session_.emit(std::move(o));
   }
 
+  std::optional<c10::Stream> stream_of(Node& fn) const {
+    return options_.stream ? options_.stream : fn.stream();
+  }
+
   const graph& g_;
   ca::AutogradCompilerCall& call_;
   ca::TraceState& state_;
   capture_session& session_;
   recording& rec_;
+  const run_options& options_;
   std::vector<std::optional<InputBuffer>> buffers_;
   std::vector<std::vector<value_id>> buffer_values_;
   variable_list captured_;
   std::vector<value_id> captured_values_;
 };
 
-} // namespace
 
-recording capture(const std::shared_ptr<Node>& graph_root, const torch::autograd::GraphTask& task,
-                  bool accumulate_grad, const torch::autograd::edge_list& outputs,
-                  std::vector<at::Tensor>* lifted) {
-  std::lock_guard lock(capture_mutex());
-  // The stock engine runs nodes under the TLS the task captured, with grad
-  // mode set to create_graph.
-  at::ThreadLocalStateGuard tls(task.thread_locals_);
-  auto g = read_graph(graph_root, task, accumulate_grad, outputs);
-
-  recording rec;
-  rec.ir = g.ir;
-  ca::AutogradCompilerCall call(ca::SizeInput::STATIC);
-  rec.node_keys = lift_nodes(call, g);
+/// Records the backward of `g`, lifted into `call`, into `rec` by running
+/// it: the shared part of capture() and record_lifted(). The `.grad`
+/// updates wait in `session`.
+void run_lifted(ca::AutogradCompilerCall& call, const graph& g, size_t num_outputs,
+                     capture_session& session, recording& rec, const run_options& options) {
   for (const auto& size : call.all_size_inputs)
     rec.sizes.push_back(size.value);
   for (const auto& arg : call.lifted_ivalue_args.args)
     rec.scalars.push_back(*arg.actual_ptr);
   rec.num_lifted = static_cast<uint32_t>(call.tensor_args.inputs.size());
-  if (lifted)
-    *lifted = call.tensor_args.inputs;
 
   // Capture by execution: every proxy is the lifted value itself.
   for (const auto& t : call.tensor_args.inputs)
@@ -221,13 +234,12 @@ recording capture(const std::shared_ptr<Node>& graph_root, const torch::autograd
     arg.proxy = *arg.actual_ptr;
   call.lifted_ivalue_args.next = 0;
 
-  capture_session session(rec, g);
   session.add_lifted(call.tensor_args.inputs);
 
   // Static sizes: no node's sizes are swapped for symbolic ones.
   ca::TraceState state(std::vector<std::optional<c10::SymInt>>(call.all_size_inputs.size()),
-                       outputs.size());
-  capture_run run(g, call, state, session, rec);
+                       num_outputs);
+  capture_run run(g, call, state, session, rec, options);
   {
     ca::PyCompilerGuard guard(make_recorder(session));
     run.run();
@@ -239,12 +251,42 @@ recording capture(const std::shared_ptr<Node>& graph_root, const torch::autograd
   rec.ir.number_ops();  // payloads are indexed by op id
   refresh_last_uses(rec);
   rec.gradients = std::move(run.captured());
+}
+
+} // namespace
+
+recording capture(const std::shared_ptr<Node>& graph_root, const torch::autograd::GraphTask& task,
+                  bool accumulate_grad, const torch::autograd::edge_list& outputs) {
+  std::lock_guard lock(capture_mutex());
+  // The stock engine runs nodes under the TLS the task captured, with grad
+  // mode set to create_graph.
+  at::ThreadLocalStateGuard tls(task.thread_locals_);
+  auto g = read_graph(graph_root, task, accumulate_grad, outputs);
+
+  recording rec;
+  rec.ir = g.ir;
+  ca::AutogradCompilerCall call(ca::SizeInput::STATIC);
+  rec.node_keys = lift_nodes(call, g);
+  capture_session session(rec, g);
+  run_lifted(call, g, outputs.size(), session, rec, {});
 
   // Capture succeeded: now what the stock engine would have left behind.
   for (auto& [variable, grad] : session.deferred_accumulations)
     accumulate_into_grad(variable, std::move(grad));
   session.deferred_accumulations.clear();
   finish_backward(g, rec.leaf_nodes, task);
+  return rec;
+}
+
+recording record_lifted(ca::AutogradCompilerCall& call, const graph& g,
+                        const torch::autograd::GraphTask& task, size_t num_outputs,
+                        c10::Stream stream) {
+  std::lock_guard lock(capture_mutex());
+  at::ThreadLocalStateGuard tls(task.thread_locals_);
+  recording rec;
+  rec.ir = g.ir;
+  capture_session session(rec, g);
+  run_lifted(call, g, num_outputs, session, rec, {stream, /*leaves_from_nodes=*/true});
   return rec;
 }
 

@@ -11,7 +11,10 @@
 // step lands as one op of a recording, which replay (replay.hpp) runs again
 // on later backwards of the same structure.
 
+#include "engine/functional/graph.hpp"
 #include "engine/functional/recording.hpp"
+
+#include <c10/core/Stream.h>
 
 #include <torch/csrc/autograd/function.h>
 
@@ -36,11 +39,20 @@ namespace gradd::engine::functional {
 /// on the stock engine. Leaf streams go to `task.leaf_streams`; the caller's
 /// post-processing syncs them and runs final callbacks. One capture runs at a
 /// time in the process (the PyCompilerInterface slot is process-wide).
-/// With `lifted` given, it receives the lifted tensors (by lifted position)
-/// as they were before the backward ran.
 recording capture(const std::shared_ptr<torch::autograd::Node>& graph_root,
                   const torch::autograd::GraphTask& task, bool accumulate_grad,
-                  const torch::autograd::edge_list& outputs,
-                  std::vector<at::Tensor>* lifted = nullptr);
+                  const torch::autograd::edge_list& outputs);
+
+/// Records, after the fact and on any thread, a backward that already ran
+/// elsewhere (a plan): `call` lifted it (lift_nodes_hashed) on its own
+/// thread before it ran, and its saved variables were kept since. Runs it
+/// again with every op on `stream`, reading AccumulateGrad nodes instead of
+/// calling them (their `.grad` belongs to the training thread now), and
+/// leaves nothing behind: no `.grad` update, no release, no leaf streams.
+/// The lifted tensors stay in `call.tensor_args.inputs`. Throws as
+/// capture() does.
+recording record_lifted(torch::dynamo::autograd::AutogradCompilerCall& call, const graph& g,
+                        const torch::autograd::GraphTask& task, size_t num_outputs,
+                        c10::Stream stream);
 
 } // namespace gradd::engine::functional
