@@ -29,6 +29,7 @@
 #include "engine/functional/steps.hpp"
 
 #include <ATen/core/NamedTensor.h>
+#include <ATen/cuda/CUDAGraph.h>
 #include <c10/core/GradMode.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -66,7 +67,7 @@ at::Tensor tensor_on(const c10::intrusive_ptr<c10::StorageImpl>& lent, const at:
 }
 
 /// Device memory of the private pool `pool`.
-size_t pool_bytes(at::cuda::MempoolId_t pool) {
+size_t pool_bytes(c10::MempoolId_t pool) {
   size_t total = 0;
   for (const auto& segment : c10::cuda::CUDACachingAllocator::snapshot(pool, false).segments)
     if (segment.owner_private_pool_id == pool)
@@ -96,6 +97,59 @@ at::Tensor static_copy(const at::Tensor& t) {
                                    c10::cuda::getCurrentCUDAStream(t.device().index())));
   return storage.as_strided(t.sizes(), t.strides(), 0);
 }
+
+/// One stream capture into a private pool of the caching allocator, as
+/// at::cuda::CUDAGraph makes it, without the generator registration (see
+/// backward_graph::capture). Ends the capture, if end() did not, and the
+/// pool's routing when it goes.
+class stream_capture {
+public:
+  stream_capture(c10::DeviceIndex device, c10::MempoolId_t pool, cudaStream_t stream)
+      : device_(device), pool_(pool), stream_(stream) {
+    c10::cuda::CUDACachingAllocator::beginAllocateToPool(device, pool, [this](cudaStream_t s) {
+      cudaStreamCaptureStatus status;
+      c10::CaptureId_t id = 0;
+      C10_CUDA_CHECK(cudaStreamGetCaptureInfo(s, &status, &id));
+      return status == cudaStreamCaptureStatusActive && id == id_;
+    });
+    C10_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    cudaStreamCaptureStatus status;
+    C10_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, &id_));
+  }
+
+  ~stream_capture() {
+    if (capturing_) {
+      cudaGraph_t graph = nullptr;
+      cudaStreamEndCapture(stream_, &graph);  // invalid already: the first error said why
+      if (graph)
+        cudaGraphDestroy(graph);
+      (void)cudaGetLastError();
+    }
+    c10::cuda::CUDACachingAllocator::endAllocateToPool(device_, pool_);
+  }
+
+  stream_capture(const stream_capture&) = delete;
+  stream_capture& operator=(const stream_capture&) = delete;
+
+  /// Ends the capture and instantiates what it captured.
+  cudaGraphExec_t instantiate() {
+    cudaGraph_t graph = nullptr;
+    capturing_ = false;
+    C10_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    auto instantiated = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    C10_CUDA_CHECK(instantiated);
+    return exec;
+  }
+
+private:
+  c10::DeviceIndex device_;
+  c10::MempoolId_t pool_;
+  cudaStream_t stream_;
+  c10::CaptureId_t id_ = 0;
+  bool capturing_ = true;
+};
 
 } // namespace
 
@@ -131,19 +185,14 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   functional::interpret(recording, request.backward.walk.nodes, g->inputs_, options);
   side.synchronize();
 
+  g->device_ = side.device_index();
+  g->pool_ = at::cuda::graph_pool_handle();
   functional::program_outputs outputs;
-  g->graph_.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
-  try {
+  {
+    stream_capture capture(g->device_, g->pool_, side.stream());
     outputs = functional::interpret(recording, request.backward.walk.nodes, g->inputs_, options);
-  } catch (...) {
-    try {
-      g->graph_.capture_end();
-    } catch (...) {
-      // The capture is invalid already; the first error says why.
-    }
-    throw;
+    g->exec_ = capture.instantiate();
   }
-  g->graph_.capture_end();
 
   // Which outputs are handed out alone (Note [Lent gradients]): the stock
   // engine steals a gradient tensor that nothing else holds.
@@ -174,7 +223,7 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   }
   g->results_ = std::move(outputs.results);
 
-  g->bytes_ = pool_bytes(g->graph_.pool());
+  g->bytes_ = pool_bytes(g->pool_);
   for (size_t i = 0; i < g->inputs_.size(); ++i)
     if (!g->borrowed_[i] && g->inputs_[i].defined())
       g->bytes_ += g->inputs_[i].storage().nbytes();
@@ -186,12 +235,12 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
 }
 
 backward_graph::~backward_graph() {
-  if (!replayed_)
-    return;  // capture failed: nothing was counted or lent
-  auto& counters = graph_cache::instance().counters;
-  counters.bytes.fetch_sub(static_cast<int64_t>(bytes_));
-  counters.graphs.fetch_sub(1);
-  replayed_->synchronize();
+  if (replayed_) {  // published (else the capture failed: nothing counted or lent)
+    auto& counters = graph_cache::instance().counters;
+    counters.bytes.fetch_sub(static_cast<int64_t>(bytes_));
+    counters.graphs.fetch_sub(1);
+    replayed_->synchronize();
+  }
   for (auto& storage : lent_) {
     if (storage.lent.use_count() == 1)
       continue;
@@ -201,27 +250,29 @@ backward_graph::~backward_graph() {
                               cudaMemcpyDeviceToDevice));
     storage.lent->set_data_ptr_noswap(std::move(own));
   }
+  if (exec_)
+    cudaGraphExecDestroy(exec_);
+  if (pool_ != c10::MempoolId_t{0, 0})
+    c10::cuda::CUDACachingAllocator::releasePool(device_, pool_);
 }
 
-std::string backward_graph::misfit(const std::vector<at::Tensor>& live) const {
+backward_graph::fit backward_graph::fit_of(const std::vector<at::Tensor>& live) const {
   if (live.size() != inputs_.size())
-    return "the backward lifts " + std::to_string(live.size()) + " tensors, the graph "
-           + std::to_string(inputs_.size());
+    return fit::different;
   for (size_t i = 0; i < live.size(); ++i) {
     const auto& now = live[i];
     const auto& then = inputs_[i];
     if (now.defined() != then.defined())
-      return "lifted tensor " + std::to_string(i) + " is " + (now.defined() ? "" : "un")
-             + "defined now";
+      return fit::different;  // e.g. saved variables released: the plan raises
     if (!now.defined())
       continue;
     if (now.scalar_type() != then.scalar_type() || now.device() != then.device()
         || now.sizes() != then.sizes() || now.strides() != then.strides())
-      return "lifted tensor " + std::to_string(i) + " changed its layout";
+      return fit::different;
     if (borrowed_[i] && now.data_ptr() != then.data_ptr())
-      return "a parameter moved to another address";
+      return fit::parameter_moved;
   }
-  return {};
+  return fit::fits;
 }
 
 void backward_graph::take_back_lent(c10::cuda::CUDAStream stream) {
@@ -280,7 +331,7 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
         spans.push_back({live[i].const_data_ptr(), inputs_[i].mutable_data_ptr(), bytes});
   batched_copy(spans, stream.stream());
   auto copied = std::chrono::steady_clock::now();
-  graph_.replay();
+  C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream.stream()));
   replayed_->record(stream);
   auto launched = std::chrono::steady_clock::now();
 

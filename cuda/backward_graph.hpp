@@ -14,7 +14,7 @@
 #include "engine/functional/recording.hpp"
 
 #include <ATen/cuda/CUDAEvent.h>
-#include <ATen/cuda/CUDAGraph.h>
+#include <c10/core/Allocator.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/autograd/function.h>
@@ -67,19 +67,26 @@ public:
   /// copies its inputs into static buffers, runs the pass pipeline on the
   /// recording, warms up on `side` (cuBLAS handles, allocator), then
   /// captures the recording in thread-local capture mode with a private
-  /// memory pool, and instantiates. Throws std::runtime_error naming what
+  /// memory pool, and instantiates. Not through at::cuda::CUDAGraph: its
+  /// capture puts the default CUDA generator into capture mode for the whole
+  /// process, so a training thread drawing random numbers meanwhile (dropout)
+  /// fails ("Offset increment outside graph capture"). Throws std::runtime_error naming what
   /// failed (an op that synchronizes with the host, one that is not
   /// capturable, a node that cannot be recorded).
   static std::shared_ptr<backward_graph> capture(const capture_request& request,
                                                  c10::cuda::CUDAStream side);
 
-  /// Waits for the last replay, then gives borrowed gradients their own
-  /// memory before the pool goes.
+  /// Waits for the last replay, gives borrowed gradients their own memory,
+  /// then lets the graph and its pool go.
   ~backward_graph();
 
-  /// Why `live` cannot replay this graph, or "" if it can: a parameter at
-  /// another address, or a tensor of another layout.
-  std::string misfit(const std::vector<at::Tensor>& live) const;
+  /// Whether `live` (the lifted tensors of a backward) can replay this graph.
+  enum class fit : uint8_t {
+    fits,
+    parameter_moved,  ///< a parameter is at another address: recapture
+    different,        ///< a tensor is missing or laid out otherwise: the plan serves it
+  };
+  fit fit_of(const std::vector<at::Tensor>& live) const;
 
   /// Replays on `stream` for the live lifted tensors (which fit) and leaves
   /// the gradients where the stock engine would: `.grad` of each leaf
@@ -115,7 +122,9 @@ private:
   void hand_out(leaf_gradient& g, const at::Tensor& variable, grad_hand_out mode);
   void take_back_lent(c10::cuda::CUDAStream stream);
 
-  at::cuda::CUDAGraph graph_;
+  c10::DeviceIndex device_ = 0;
+  c10::MempoolId_t pool_{0, 0};  ///< its private pool in the caching allocator
+  cudaGraphExec_t exec_ = nullptr;
   std::vector<at::Tensor> inputs_;
   std::vector<bool> borrowed_;
   std::vector<leaf_gradient> leaves_;

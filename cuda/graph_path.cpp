@@ -21,9 +21,11 @@
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/csrc/autograd/graph_task.h>
+#include <torch/csrc/autograd/saved_variable.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
 #include <bit>
+#include <string_view>
 
 namespace gradd::cuda {
 
@@ -129,12 +131,18 @@ std::optional<variable_list> replay(const graph_call& c, structure_graphs& s, ui
   auto& counters = graph_cache::instance().counters;
   counters.lift_ns.fetch_add(nanoseconds_between(lift_start, std::chrono::steady_clock::now()),
                              std::memory_order_relaxed);
-  if (auto why = graph->misfit(live); !why.empty()) {
-    // Recapture when next seen (a parameter replaced, say).
-    std::lock_guard lock(s.mutex);
-    if (auto it = s.shapes.find(shape); it != s.shapes.end() && it->second.graph == graph)
-      s.shapes.erase(it);
-    return std::nullopt;
+  switch (graph->fit_of(live)) {
+    case backward_graph::fit::fits:
+      break;
+    case backward_graph::fit::parameter_moved: {
+      // A parameter was replaced: capture this shape again when next seen.
+      std::lock_guard lock(s.mutex);
+      if (auto it = s.shapes.find(shape); it != s.shapes.end() && it->second.graph == graph)
+        s.shapes.erase(it);
+      return std::nullopt;
+    }
+    case backward_graph::fit::different:
+      return std::nullopt;
   }
   auto results = graph->replay(live, c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, stream),
                                c.config.cuda_graphs.hand_out);
@@ -216,7 +224,11 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
   try {
     shape = shape_key(*call, functional::lift_nodes_hashed(*call, c.nodes, c.table));
   } catch (const std::exception& e) {
-    keep_on_plans(*structure, c, e.what());
+    // A graph whose saved variables are gone is the caller's mistake (a
+    // second backward without retain_graph): the plan raises the stock
+    // engine's error, and the structure keeps its graphs.
+    if (std::string_view(e.what()).find(torch::autograd::ERR_BACKWARD_TWICE) == std::string_view::npos)
+      keep_on_plans(*structure, c, e.what());
     return std::nullopt;
   }
   if (!shape) {

@@ -273,3 +273,54 @@ TEST_CASE("a capture that fails leaves its structure on plans", "[cuda][graphs]"
   CHECK(s.graph_recordings <= 1);  // recorded at most once, then never again
   CHECK(s.plan_backwards == 4);
 }
+
+TEST_CASE("a backward kept for a capture lets go of its saved variables once recorded",
+          "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  mlp m;
+  gradd::reset();
+  gradd::enable_guard on{policy(gradd::graph_shape_policy::static_shapes)};
+
+  SECTION("without retain_graph they go, as on the stock engine") {
+    auto loss = m.loss(16, 0);
+    loss.backward();  // served by the plan, kept for the stream actor
+    REQUIRE(gradd::wait_for_compiles());
+    CHECK(gradd::stats().graph_recordings == 1);
+    CHECK_THROWS_WITH(loss.backward(), Catch::Contains("second time"));
+    // The mistake is the caller's: the structure keeps its graph. (Grads set
+    // to None: whether `.grad` exists is part of a graph's shape.)
+    gradd::test::clear_grads(m.parameters());
+    m.loss(16, 1).backward();
+    CHECK(gradd::stats().graph_backwards == 1);
+  }
+  SECTION("with retain_graph they stay") {
+    auto loss = m.loss(16, 0);
+    loss.backward({}, /*retain_graph=*/true);
+    REQUIRE(gradd::wait_for_compiles());
+    CHECK(gradd::stats().graph_recordings == 1);
+    CHECK_NOTHROW(loss.backward());
+    REQUIRE(gradd::wait_for_compiles());
+  }
+}
+
+TEST_CASE("random numbers on the training thread while a stream actor captures",
+          "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  auto p = policy(gradd::graph_shape_policy::static_shapes);
+  p.compile.delay_ms = 0;
+  mlp m;
+  gradd::reset();
+  gradd::enable_guard on{p};
+  // Each new shape's capture runs while this thread draws random numbers
+  // (what dropout does): neither may fail.
+  for (int64_t batch : {8, 16, 24, 32}) {
+    m.loss(batch, 0).backward();
+    for (int i = 0; i < 200; ++i)
+      torch::dropout(torch::ones({256}, torch::kCUDA), 0.5, true);
+    REQUIRE(gradd::wait_for_compiles());
+  }
+  CHECK(gradd::stats().graph_capture_failures == 0);
+  CHECK(gradd::stats().graphs == 4);
+}
