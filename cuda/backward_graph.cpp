@@ -177,6 +177,7 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
     bool borrowed = t.defined() && t.is_leaf() && t.requires_grad();
     g->borrowed_.push_back(borrowed);
     g->inputs_.push_back(borrowed || !t.defined() ? t : static_copy(t));
+    g->captured_at_.push_back(t.defined() ? g->inputs_.back().const_data_ptr() : nullptr);
   }
   at::NoGradGuard no_grad;
   at::NoNamesGuard no_names;
@@ -269,7 +270,7 @@ backward_graph::fit backward_graph::fit_of(const std::vector<at::Tensor>& live) 
     if (now.scalar_type() != then.scalar_type() || now.device() != then.device()
         || now.sizes() != then.sizes() || now.strides() != then.strides())
       return fit::different;
-    if (borrowed_[i] && now.data_ptr() != then.data_ptr())
+    if (borrowed_[i] && now.const_data_ptr() != captured_at_[i])
       return fit::parameter_moved;
   }
   return fit::fits;

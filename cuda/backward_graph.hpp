@@ -31,6 +31,8 @@ struct GraphTask;
 
 namespace gradd::cuda {
 
+struct structure_graphs;
+
 /// What the stream actor captures a graph from: a backward of the structure
 /// at this shape that a plan served, its saved variables kept for the
 /// recording, and its state as lifted on its own thread before it ran.
@@ -44,6 +46,9 @@ struct capture_request {
   capture_request& operator=(const capture_request&) = delete;
 
   uint64_t structure = 0;  ///< the plan table's record id
+  /// Its graphs, where the capture lands: after a reset() this is no longer
+  /// the cache's entry, so a capture still in flight then lands nowhere.
+  std::shared_ptr<structure_graphs> graphs;
   uint64_t shape = 0;      ///< the shape key of the backward
   c10::cuda::CUDAStream stream;  ///< the stream it ran and graphs replay on
   /// Its nodes (walk order) and node table; `root` keeps the nodes alive.
@@ -127,6 +132,10 @@ private:
   cudaGraphExec_t exec_ = nullptr;
   std::vector<at::Tensor> inputs_;
   std::vector<bool> borrowed_;
+  /// Where each borrowed parameter's data was at capture, as the graph's
+  /// kernels read it: `set_data` can move a parameter while its tensor
+  /// (inputs_) stays the same.
+  std::vector<const void*> captured_at_;
   std::vector<leaf_gradient> leaves_;
   std::vector<lent_storage> lent_;
   std::vector<at::Tensor> results_;

@@ -155,9 +155,11 @@ std::optional<variable_list> replay(const graph_call& c, structure_graphs& s, ui
 
 /// Serves the backward with its plan, keeping its saved variables for the
 /// recording, then asks the stream actor for a graph of this shape.
-variable_list plan_then_capture(const graph_call& c, structure_graphs& s, uint64_t shape,
+variable_list plan_then_capture(const graph_call& c,
+                                const std::shared_ptr<structure_graphs>& graphs, uint64_t shape,
                                 c10::Stream stream,
                                 std::shared_ptr<ca::AutogradCompilerCall> lifted) {
+  auto& s = *graphs;
   functional::graph backward;
   backward.walk.nodes = c.nodes;
   backward.ir = c.table;  // the node table, without the plan's ops
@@ -179,6 +181,7 @@ variable_list plan_then_capture(const graph_call& c, structure_graphs& s, uint64
   request->plan_done = std::make_shared<at::cuda::CUDAEvent>();
   request->plan_done->record(request->stream);
   request->structure = c.structure;
+  request->graphs = graphs;
   request->shape = shape;
   request->root = c.root;
   request->task = c.task.shared_from_this();
@@ -262,7 +265,7 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
   }
   if (graph)
     return replay(c, *structure, *shape, graph, live, *stream, lift_start);
-  return plan_then_capture(c, *structure, *shape, *stream, std::move(call));
+  return plan_then_capture(c, structure, *shape, *stream, std::move(call));
 }
 
 void add_graph_statistics(statistics& s) {

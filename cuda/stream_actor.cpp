@@ -54,7 +54,7 @@ std::string structure_name(const capture_request& r) {
 /// Publishes a captured graph, evicting beyond the structure's cap.
 void publish(const capture_request& r, std::shared_ptr<backward_graph> graph) {
   auto& cache = graph_cache::instance();
-  auto structure = cache.structure(r.structure);
+  auto& structure = r.graphs;
   auto bytes = graph->bytes();
   std::vector<std::shared_ptr<backward_graph>> evicted;
   {
@@ -73,7 +73,7 @@ void publish(const capture_request& r, std::shared_ptr<backward_graph> graph) {
 
 /// A capture that failed: the structure stays on plans, said once.
 void fail(const capture_request& r, const std::string& why) {
-  auto structure = graph_cache::instance().structure(r.structure);
+  auto& structure = r.graphs;
   {
     std::lock_guard lock(structure->mutex);
     structure->shapes.erase(r.shape);
@@ -86,7 +86,7 @@ void fail(const capture_request& r, const std::string& why) {
 
 /// Drops the pending slot of a capture that will not run.
 void drop(const capture_request& r) {
-  auto structure = graph_cache::instance().structure(r.structure);
+  auto& structure = r.graphs;
   std::lock_guard lock(structure->mutex);
   if (auto it = structure->shapes.find(r.shape); it != structure->shapes.end() && !it->second.graph)
     structure->shapes.erase(it);

@@ -324,3 +324,62 @@ TEST_CASE("random numbers on the training thread while a stream actor captures",
   CHECK(gradd::stats().graph_capture_failures == 0);
   CHECK(gradd::stats().graphs == 4);
 }
+
+TEST_CASE("graphs follow reset(), the memory limit and replaced parameters", "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  mlp m;
+  auto params = m.parameters();
+  auto step = [&](int64_t batch) {
+    gradd::test::clear_grads(params);
+    m.loss(batch, 0).backward();
+  };
+  auto p = policy(gradd::graph_shape_policy::static_shapes);
+  gradd::reset();
+
+  SECTION("a capture in flight at reset() lands nowhere") {
+    p.compile.delay_ms = 300;
+    gradd::enable_guard on{p};
+    step(16);  // its capture waits 300 ms
+    gradd::reset();
+    REQUIRE(gradd::wait_for_compiles());
+    CHECK(gradd::stats().graphs == 0);
+    step(16);  // a structure unknown again: compiled, then kept for a capture
+    REQUIRE(gradd::wait_for_compiles());
+    CHECK(gradd::stats().graph_recordings == 1);
+    CHECK(gradd::stats().graphs == 1);
+  }
+  SECTION("no capture starts beyond memory_limit_mb") {
+    p.cuda_graphs.memory_limit_mb = 1;
+    gradd::enable_guard on{p};
+    for (int64_t batch : {8, 16, 24}) {
+      step(batch);
+      REQUIRE(gradd::wait_for_compiles());
+    }
+    auto s = gradd::stats();
+    REQUIRE(s.graph_bytes > (1u << 20));  // the first graph alone is over the limit
+    CHECK(s.graphs == 1);
+    CHECK(s.graph_recordings == 1);
+    CHECK(s.plan_backwards == 3);
+  }
+  SECTION("a parameter at another address drops its graph, which is captured again") {
+    gradd::enable_guard on{p};
+    step(16);
+    REQUIRE(gradd::wait_for_compiles());
+    step(16);
+    CHECK(gradd::stats().graph_backwards == 1);
+    {
+      torch::NoGradGuard no_grad;
+      m.weights[0].set_data(m.weights[0].detach().clone());  // same values, new memory
+    }
+    step(16);  // the plan serves it; the graph goes
+    REQUIRE(gradd::wait_for_compiles());
+    CHECK(gradd::stats().graph_backwards == 1);
+    step(16);  // kept for a new capture
+    REQUIRE(gradd::wait_for_compiles());
+    step(16);
+    auto s = gradd::stats();
+    CHECK(s.graph_recordings == 2);
+    CHECK(s.graph_backwards == 2);
+  }
+}
