@@ -383,3 +383,17 @@ TEST_CASE("graphs follow reset(), the memory limit and replaced parameters", "[c
     CHECK(s.graph_backwards == 2);
   }
 }
+
+TEST_CASE("with CUDA graphs on, CPU backwards stay on plans, bitwise", "[graphs]") {
+  torch::manual_seed(4);
+  std::vector<Tensor> w{torch::randn({16, 16}, torch::kFloat64).requires_grad_(),
+                        torch::randn({16}, torch::kFloat64).requires_grad_()};
+  auto x = torch::randn({8, 16}, torch::kFloat64);
+  gradd::test::graphs_under_test_scope graphs;  // graph_settings(): static shapes
+  auto s = gradd::test::check_against_stock(w, [&] {
+    torch::tanh(torch::addmm(w[1], x, w[0])).square().sum().backward();
+    return std::vector<Tensor>{};
+  }, 3);
+  CHECK(s.plan_backwards == 3);
+  CHECK(s.graph_backwards + s.graph_recordings + s.backwards_during_capture + s.graphs == 0);
+}
