@@ -7,7 +7,9 @@ GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Uni
 LAUNCHER = $(shell command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_file_ctime
 
-.PHONY: deps configure build demo test consumer sanitize bench clean
+PYTHON ?= python3
+
+.PHONY: deps configure build demo test consumer pytest sanitize bench clean
 
 deps:
 	@scripts/install_deps.sh
@@ -25,6 +27,11 @@ demo: build
 test: build
 	$(BUILD)/gradd_tests --reporter console
 	@$(MAKE) --no-print-directory consumer
+	@$(MAKE) --no-print-directory pytest
+
+# The Python package (python/), as built into $(BUILD)/python.
+pytest: build
+	PYTHONPATH=$(abspath $(BUILD))/python $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 
 # gradd as a user's project sees it: install into a fresh staging prefix,
 # build examples/consumer against the installed package, run it.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what gradd builds against, only where it is missing:
-# Debian packages (CAF, oneTBB, yaml-cpp, Catch2, ccache, ninja) and
-# torch==2.11.0 from PyPI. Quick when everything is already there.
+# Debian packages (CAF, oneTBB, yaml-cpp, Catch2, ccache, ninja),
+# torch==2.11.0 and pytest from PyPI. Quick when everything is already there.
 set -euo pipefail
 
 packages=(cmake ninja-build ccache libcaf-dev libtbb-dev libyaml-cpp-dev catch2)
@@ -24,4 +24,9 @@ if ! "$python" -c 'import torch, sys; sys.exit(0 if torch.__version__.startswith
   # to the user's site-packages there.
   "$python" -m pip install --quiet torch==2.11.0 \
     || "$python" -m pip install --quiet --user --break-system-packages torch==2.11.0
+fi
+if ! "$python" -c 'import pytest' 2>/dev/null; then
+  echo "gradd: installing pytest from PyPI (the Python package's tests)"
+  "$python" -m pip install --quiet pytest \
+    || "$python" -m pip install --quiet --user --break-system-packages pytest
 fi

@@ -1,0 +1,91 @@
+"""gradd: an asynchronous backward engine for PyTorch, in a Python process.
+
+Once enabled, gradd serves the process's backwards (``loss.backward()``,
+``torch.autograd.grad``) through PyTorch's compiled-autograd hook: a new
+graph structure runs on the stock engine while gradd compiles a plan for it
+in the background, later ones run that plan, with gradients bitwise equal
+to the stock engine's. Policies are YAML files (see the README's "Policy").
+
+This is the first slice of the Python package: the API below. Graphs with
+Python nodes (``autograd.Function``) or Python hooks still run on the stock
+engine, counted in ``stats()["eager_by_reason"]``.
+"""
+
+import contextlib
+from typing import Iterator, Optional
+
+import torch  # noqa: F401  (loads libtorch before gradd's native part)
+
+from . import _native
+
+config_error = _native.config_error
+"""Raised for a policy gradd cannot use; the message names file, line and key."""
+
+
+def enable(config: Optional[str] = None) -> None:
+    """Serves the process's backwards with gradd, under the policy file
+    ``config`` (default: ``$GRADD_CONFIG``, else the defaults). Inside an
+    ``enabled()`` or ``disabled()`` scope, changes that scope's mode."""
+    _native.enable(config)
+
+
+def disable() -> None:
+    """Leaves later backwards to the stock engine; stops the compiles."""
+    _native.disable()
+
+
+def is_enabled() -> bool:
+    """Whether gradd serves backwards now."""
+    return _native.is_enabled()
+
+
+@contextlib.contextmanager
+def enabled(config: Optional[str] = None) -> Iterator[None]:
+    """gradd on for a ``with`` block; the enclosing mode comes back after it.
+    Scopes nest like PyTorch's compiled_autograd ``_enable``."""
+    scope = _native.EnableScope(config)
+    try:
+        yield
+    finally:
+        scope.close()
+
+
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """gradd off for a ``with`` block (its compiles keep running); the
+    enclosing mode comes back after it."""
+    scope = _native.DisableScope()
+    try:
+        yield
+    finally:
+        scope.close()
+
+
+def stats() -> dict:
+    """Counters since the process started or the last ``reset()``:
+    ``backwards`` = ``plan_backwards`` + ``eager_backwards`` +
+    ``raised_backwards``; ``eager_by_reason`` says why the stock engine
+    served."""
+    return _native.stats()
+
+
+def graph_stats() -> list:
+    """One dict per captured structure: state, nodes, hits, compile time."""
+    return _native.graph_stats()
+
+
+def wait_for_compiles(timeout_s: float = 30.0) -> bool:
+    """Waits until no compile (or CUDA graph capture) is in flight, at most
+    ``timeout_s`` seconds; returns whether all is idle."""
+    return _native.wait_for_compiles(timeout_s)
+
+
+def reset() -> None:
+    """Drops every cached plan and graph and zeroes the statistics."""
+    _native.reset()
+
+
+__all__ = [
+    "config_error", "enable", "disable", "is_enabled", "enabled", "disabled",
+    "stats", "graph_stats", "wait_for_compiles", "reset",
+]
