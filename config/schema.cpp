@@ -116,7 +116,7 @@ const std::vector<key_spec>& schema() {
        "how long a failed graph stays on the stock engine before it compiles again",
        integer(GRADD_FIELD(fallback.retry_after_ms), 0)},
       {"fallback", "on_unsupported", "eager, error", "eager",
-       "a backward gradd cannot run (Python nodes, nested tensors, ...): stock engine, or raise",
+       "a backward gradd cannot run (nested tensors, deprecated capture hooks): stock engine, or raise",
        choice<unsupported_policy>(GRADD_FIELD(fallback.on_unsupported), {"eager", "error"})},
       {"fallback", "force_eager", "true, false", "false",
        "serve every backward with the stock engine",

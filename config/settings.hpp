@@ -21,7 +21,7 @@ enum class compile_error_policy : uint8_t {
   never_retry,  ///< the stock engine serves it for good
 };
 
-/// What happens to a backward gradd cannot run (Python nodes, nested tensors...).
+/// What happens to a backward gradd cannot run (nested tensors, capture hooks).
 enum class unsupported_policy : uint8_t {
   eager,  ///< run it on the stock engine, count and warn once
   error,  ///< raise an error naming the reason

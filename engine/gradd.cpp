@@ -33,8 +33,6 @@ const char* to_string(fallback_reason reason) noexcept {
     case fallback_reason::force_eager: return "force_eager";
     case fallback_reason::create_graph: return "create_graph";
     case fallback_reason::anomaly_mode: return "anomaly_mode";
-    case fallback_reason::python_node: return "python_node";
-    case fallback_reason::python_hook: return "python_hook";
     case fallback_reason::nested_tensor: return "nested_tensor";
     case fallback_reason::capture_hook: return "capture_hook";
     case fallback_reason::compile_pending: return "compile_pending";

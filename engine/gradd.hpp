@@ -41,8 +41,6 @@ enum class fallback_reason : uint8_t {
   force_eager,       ///< the settings ask for the stock engine
   create_graph,      ///< create_graph=true (higher-order gradients)
   anomaly_mode,      ///< autograd anomaly detection is on
-  python_node,       ///< a node implemented in Python
-  python_hook,       ///< a hook implemented in Python
   nested_tensor,     ///< a nested tensor flows through the graph
   capture_hook,      ///< a deprecated grad-capture hook on an input
   compile_pending,   ///< the graph's plan is still compiling
@@ -50,7 +48,7 @@ enum class fallback_reason : uint8_t {
 };
 
 /// Number of fallback reasons.
-inline constexpr size_t fallback_reason_count = 9;
+inline constexpr size_t fallback_reason_count = 7;
 
 /// Returns the reason's name, e.g. "create_graph".
 const char* to_string(fallback_reason reason) noexcept;

@@ -39,8 +39,6 @@ using torch::autograd::variable_list;
 /// (force_eager), a mode (create_graph, anomaly) or a compile that is not done.
 bool is_unsupported(fallback_reason reason) {
   switch (reason) {
-    case fallback_reason::python_node:
-    case fallback_reason::python_hook:
     case fallback_reason::nested_tensor:
     case fallback_reason::capture_hook:
       return true;

@@ -37,24 +37,6 @@ const std::string& type_name_of(const std::type_info& type) {
   return found->second;
 }
 
-bool is_python_type(const std::type_info& type) {
-  return type_name_of(type).rfind("torch::autograd::Py", 0) == 0;
-}
-
-bool has_python_hook(Node& n) {
-  for (const auto& h : n.tensor_pre_hooks())
-    if (is_python_type(typeid(*h)))
-      return true;
-  for (const auto& h : n.pre_hooks())
-    if (is_python_type(typeid(*h)))
-      return true;
-  for (const auto& h : n.post_hooks())
-    if (is_python_type(typeid(*h)))
-      return true;
-  auto& acc = n.tensor_post_acc_grad_hooks();
-  return acc && is_python_type(typeid(*acc));
-}
-
 compiler::tensor_meta meta_of(const torch::autograd::InputMetadata& m) {
   compiler::tensor_meta meta;
   if (m.was_default_constructed()) {
@@ -107,10 +89,6 @@ capture_result capture_graph(const graph_walk& walk, const torch::autograd::Grap
         result.eager_reason = fallback_reason::nested_tensor;
       info.inputs.push_back(meta_of(m));
     }
-    if (is_python_type(typeid(n)))
-      result.eager_reason = fallback_reason::python_node;
-    else if (has_python_hook(n))
-      result.eager_reason = fallback_reason::python_hook;
     if (n.topological_nr() < walk.min_topological_nr)
       continue; // not expanded, as in the stock engine
     for (const auto& e : n.next_edges()) {

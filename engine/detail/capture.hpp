@@ -21,7 +21,7 @@ struct capture_result {
 /// Captures the graph of `walk` as a node table: each node's type, edges,
 /// hooks, input metadata and sequence number, and the outputs of
 /// `autograd::grad` (compiler::lower_to_node_ops makes the program). Finds what gradd
-/// must leave to the stock engine (Python nodes or hooks, nested tensors,
+/// must leave to the stock engine (nested tensors,
 /// deprecated capture hooks). Reads the nodes; changes nothing.
 capture_result capture_graph(const graph_walk& walk, const torch::autograd::GraphTask& task,
                              const std::vector<torch::autograd::Edge>& outputs, bool accumulate_grad);

@@ -46,7 +46,7 @@ struct graph {
 /// hook receives. Throws (throw_capture_error) for what functional capture
 /// leaves to the stock engine: create_graph, anomaly mode, hooks on a node
 /// that runs or captures, and whatever the plan path leaves to it too
-/// (Python nodes and hooks, nested tensors, capture hooks).
+/// (nested tensors, capture hooks). Python nodes are refused when lifted.
 graph read_graph(const std::shared_ptr<torch::autograd::Node>& root,
                  const torch::autograd::GraphTask& task, bool accumulate_grad,
                  const torch::autograd::edge_list& outputs);
