@@ -9,7 +9,7 @@ export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_f
 
 PYTHON ?= python3
 
-.PHONY: deps configure build demo test consumer pytest sanitize bench clean
+.PHONY: deps configure build demo test consumer pytest python-install sanitize bench clean
 
 deps:
 	@scripts/install_deps.sh
@@ -23,11 +23,22 @@ build: configure
 
 demo: build
 	$(BUILD)/gradd_train
+	@$(MAKE) --no-print-directory python-install
 
 test: build
 	$(BUILD)/gradd_tests --reporter console
 	@$(MAKE) --no-print-directory consumer
 	@$(MAKE) --no-print-directory pytest
+	@$(MAKE) --no-print-directory python-install
+
+# `import gradd` in $(PYTHON) from any folder: a gradd.pth in its
+# site-packages (or, where that is not writable, the user's) names
+# $(BUILD)/python, where the package is built.
+python-install: build
+	@site=$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+	  [ -w "$$site" ] || site=$$($(PYTHON) -m site --user-site); \
+	  mkdir -p "$$site" && echo "$(abspath $(BUILD))/python" > "$$site/gradd.pth" && \
+	  echo "gradd: $$site/gradd.pth -> $(abspath $(BUILD))/python"
 
 # The Python package (python/), as built into $(BUILD)/python.
 pytest: build
