@@ -12,6 +12,7 @@ engine, counted in ``stats()["eager_by_reason"]``.
 """
 
 import contextlib
+import sys
 from typing import Iterator, Optional
 
 import torch  # noqa: F401  (loads libtorch before gradd's native part)
@@ -22,10 +23,46 @@ config_error = _native.config_error
 """Raised for a policy gradd cannot use; the message names file, line and key."""
 
 
+# PyTorch's compiled autograd and gradd install the same engine hook
+# (Engine::set_compiled_autograd), and each removes it when it stops: with
+# both on, one would silently switch the other off. So each refuses to start
+# while the other runs.
+
+
+def _refuse_under_compiled_autograd() -> None:
+    ca = sys.modules.get("torch._dynamo.compiled_autograd")
+    if ca is not None and getattr(ca, "compiled_autograd_enabled", False):
+        raise RuntimeError(
+            "gradd: PyTorch's compiled autograd is active in this process; it and "
+            "gradd use the same engine hook, so gradd cannot be enabled inside it")
+
+
+def _guard_compiled_autograd_setter() -> None:
+    module = torch._C._dynamo.compiled_autograd
+    setter = module.set_autograd_compiler
+    if getattr(setter, "_gradd_guard", False):
+        return
+
+    def set_autograd_compiler(compiler, *args, **kwargs):
+        if compiler is not None and _native.is_enabled():
+            raise RuntimeError(
+                "gradd is enabled in this process; PyTorch's compiled autograd uses "
+                "the same engine hook, so it cannot start while gradd serves backwards")
+        return setter(compiler, *args, **kwargs)
+
+    set_autograd_compiler._gradd_guard = True
+    module.set_autograd_compiler = set_autograd_compiler
+
+
+_guard_compiled_autograd_setter()
+
+
 def enable(config: Optional[str] = None) -> None:
     """Serves the process's backwards with gradd, under the policy file
     ``config`` (default: ``$GRADD_CONFIG``, else the defaults). Inside an
-    ``enabled()`` or ``disabled()`` scope, changes that scope's mode."""
+    ``enabled()`` or ``disabled()`` scope, changes that scope's mode.
+    Refused (RuntimeError) while PyTorch's compiled autograd is active."""
+    _refuse_under_compiled_autograd()
     _native.enable(config)
 
 
@@ -43,6 +80,7 @@ def is_enabled() -> bool:
 def enabled(config: Optional[str] = None) -> Iterator[None]:
     """gradd on for a ``with`` block; the enclosing mode comes back after it.
     Scopes nest like PyTorch's compiled_autograd ``_enable``."""
+    _refuse_under_compiled_autograd()
     scope = _native.EnableScope(config)
     try:
         yield

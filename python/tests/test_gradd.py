@@ -141,3 +141,23 @@ def test_eight_threads_backward_at_once(sync_policy):
             assert_bitwise(stock[i], run)
     s = gradd.stats()
     assert s["backwards"] == 40 and s["plan_backwards"] == 40
+
+
+def test_gradd_and_pytorch_compiled_autograd_refuse_each_other():
+    from torch._dynamo import compiled_autograd
+
+    with compiled_autograd._enable(lambda graph: graph):
+        with pytest.raises(RuntimeError, match="compiled autograd is active"):
+            gradd.enable()
+        with pytest.raises(RuntimeError, match="compiled autograd is active"):
+            with gradd.enabled():
+                pass
+    assert not gradd.is_enabled()
+    with gradd.enabled():
+        with pytest.raises(RuntimeError, match="gradd is enabled"):
+            with compiled_autograd._enable(lambda graph: graph):
+                pass
+        assert gradd.is_enabled()
+        w = torch.randn(3, dtype=torch.double, requires_grad=True)
+        (w * 2).sum().backward()  # gradd's hook is still the one installed
+    assert gradd.stats()["backwards"] == 1
