@@ -23,6 +23,7 @@ build: configure
 
 demo: build
 	$(BUILD)/gradd_train
+	PYTHONPATH=$(abspath $(BUILD))/python $(PYTHON) examples/train.py
 	@$(MAKE) --no-print-directory python-install
 
 test: build
