@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what gradd builds against, only where it is missing:
 # Debian packages (CAF, oneTBB, yaml-cpp, Catch2, ccache, ninja),
-# torch==2.11.0 and pytest from PyPI. Quick when everything is already there.
+# torch==2.11.0, pytest and torchvision from PyPI. Quick when everything is
+# already there.
 set -euo pipefail
 
 packages=(cmake ninja-build ccache libcaf-dev libtbb-dev libyaml-cpp-dev catch2)
@@ -25,8 +26,12 @@ if ! "$python" -c 'import torch, sys; sys.exit(0 if torch.__version__.startswith
   "$python" -m pip install --quiet torch==2.11.0 \
     || "$python" -m pip install --quiet --user --break-system-packages torch==2.11.0
 fi
-if ! "$python" -c 'import pytest' 2>/dev/null; then
-  echo "gradd: installing pytest from PyPI (the Python package's tests)"
-  "$python" -m pip install --quiet pytest \
-    || "$python" -m pip install --quiet --user --break-system-packages pytest
-fi
+# pytest runs the Python package's tests; torchvision (for torch 2.11) gives
+# the Python benchmark a model from a library Python users train with.
+for module in pytest:pytest torchvision:torchvision==0.26.0; do
+  if ! "$python" -c "import ${module%%:*}" 2>/dev/null; then
+    echo "gradd: installing ${module#*:} from PyPI"
+    "$python" -m pip install --quiet "${module#*:}" \
+      || "$python" -m pip install --quiet --user --break-system-packages "${module#*:}"
+  fi
+done

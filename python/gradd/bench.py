@@ -1,0 +1,183 @@
+"""gradd's Python benchmark: ``python3 -m gradd.bench --model M --mode both``.
+
+Times backwards of models defined in Python (one from torchvision, built
+from its configuration, no downloaded weights) under gradd and on the stock
+engine, interleaved in one process, and prints one JSON line with
+gradd-bench's keys: median_ms, p90_ms, first_ms, plan_backwards,
+graph_backwards, eager_backwards, max_rel_grad_diff, stock_rel_grad_diff,
+and with ``--mode both`` eager_median_ms and ratio (gradd over stock).
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+import gradd
+
+
+class ScaledTanh(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.tanh(x)
+        ctx.save_for_backward(y)
+        return y * 1.5
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * 1.5 * (1 - y * y)
+
+
+class HookedNet(torch.nn.Module):
+    """Python constructs on every layer: a custom Function, tensor hooks,
+    module backward hooks, post-accumulate-grad hooks."""
+
+    def __init__(self, width=128, depth=6):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(depth))
+        for layer in self.layers:
+            layer.register_full_backward_hook(lambda module, gin, gout: None)
+        for p in self.parameters():
+            p.register_post_accumulate_grad_hook(lambda p: None)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = ScaledTanh.apply(layer(x))
+            x.register_hook(lambda g: g * 0.5)
+        return x
+
+
+def make_model(name, device, dtype=torch.float32):
+    """The model `name` and a function giving its input for step `i`."""
+    torch.manual_seed(0)
+    if name == "mlp":
+        layers = []
+        for _ in range(8):
+            layers += [torch.nn.Linear(256, 256), torch.nn.GELU()]
+        model, shape = torch.nn.Sequential(*layers), (64, 256)
+    elif name == "hooked":
+        model, shape = HookedNet(), (64, 128)
+    elif name == "transformer":
+        layer = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
+        model, shape = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False), (8, 16, 64)
+    elif name == "resnet18":
+        import torchvision  # a model library Python users train with
+
+        model, shape = torchvision.models.resnet18(weights=None, num_classes=10), (4, 3, 64, 64)
+    else:
+        raise SystemExit(f"gradd.bench: unknown model {name!r} (mlp, hooked, transformer, resnet18)")
+    model = model.to(device=device, dtype=dtype)
+
+    def batch(i):
+        g = torch.Generator().manual_seed(i % 8)
+        return torch.randn(*shape, generator=g, dtype=dtype).to(device)
+
+    return model, batch
+
+
+MODELS = ("mlp", "hooked", "transformer", "resnet18")
+
+
+def backward_once(model, batch, i, device):
+    """One forward and backward (grads set to None first); the backward's ms."""
+    for p in model.parameters():
+        p.grad = None
+    loss = model(batch(i)).square().mean()
+    if device == "cuda":
+        torch.cuda.current_stream().synchronize()
+    start = time.perf_counter()
+    loss.backward()
+    if device == "cuda":
+        torch.cuda.current_stream().synchronize()
+    return (time.perf_counter() - start) * 1e3
+
+
+def grads(model):
+    return [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
+
+
+def max_rel_diff(expected, actual):
+    worst = 0.0
+    for a, b in zip(expected, actual):
+        if (a is None) != (b is None):
+            return float("inf")
+        if a is not None:
+            scale = max(a.abs().max().item(), 1e-30)
+            worst = max(worst, (a - b).abs().max().item() / scale)
+    return worst
+
+
+def run(args):
+    model, batch = make_model(args.model, args.device)
+    ours, stock = [], []
+    gradd.reset()
+    with gradd.enabled(args.config):
+        with gradd.disabled():
+            backward_once(model, batch, 0, args.device)  # warms up the device, not an engine
+        first_ms = backward_once(model, batch, 0, args.device)
+        for i in range(1, args.warmup):
+            if args.mode == "both":
+                with gradd.disabled():
+                    backward_once(model, batch, i, args.device)
+            backward_once(model, batch, i, args.device)
+        gradd.wait_for_compiles()
+        before = gradd.stats()
+        for i in range(args.warmup, args.warmup + args.iters):
+            if args.mode != "gradd":
+                with gradd.disabled():
+                    stock.append(backward_once(model, batch, i, args.device))
+            if args.mode != "eager":
+                ours.append(backward_once(model, batch, i, args.device))
+        after = gradd.stats()
+        last = args.warmup + args.iters
+        with gradd.disabled():
+            backward_once(model, batch, last, args.device)
+            reference = grads(model)
+            backward_once(model, batch, last, args.device)
+            reference_again = grads(model)
+        backward_once(model, batch, last, args.device)
+        served = grads(model)
+
+    main = ours if args.mode != "eager" else stock
+    main.sort()
+    line = {
+        "model": args.model, "device": args.device, "mode": args.mode,
+        "median_ms": round(statistics.median(main), 4),
+        "p90_ms": round(main[int(0.9 * (len(main) - 1))], 4),
+        "first_ms": round(first_ms, 4),
+        "plan_backwards": after["plan_backwards"] - before["plan_backwards"],
+        "graph_backwards": after["graph_backwards"] - before["graph_backwards"],
+        "eager_backwards": (after["eager_backwards"] - before["eager_backwards"]
+                            if args.mode != "eager" else args.iters),
+        "max_rel_grad_diff": max_rel_diff(reference, served),
+        "stock_rel_grad_diff": max_rel_diff(reference, reference_again),
+    }
+    if args.mode == "both":
+        line["eager_median_ms"] = round(statistics.median(stock), 4)
+        line["ratio"] = round(line["median_ms"] / line["eager_median_ms"], 4)
+    return line
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python3 -m gradd.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=MODELS, default="mlp")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--mode", choices=("gradd", "eager", "both"), default="gradd")
+    parser.add_argument("--iters", type=int, default=100)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--config", default=None, help="a gradd policy file")
+    args = parser.parse_args(argv)
+    if args.iters < 1 or args.warmup < 1:
+        parser.error("--iters and --warmup must be at least 1")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda, but CUDA is not available on this machine")
+    print(json.dumps(run(args)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
