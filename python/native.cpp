@@ -5,6 +5,7 @@
 // a backward on another Python thread may be holding a node that does.
 
 #include "config/loader.hpp"
+#include "engine/detail/entry_gate.hpp"
 #include "engine/gradd.hpp"
 
 #include <pybind11/pybind11.h>
@@ -114,6 +115,14 @@ PYBIND11_MODULE(_native, m) {
     py::gil_scoped_release released;
     return gradd::wait_for_compiles(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
   }, py::arg("timeout_s") = 30.0);
+
+  // Note [Concurrent backwards and libtorch's re-entrancy check]
+  // (engine/detail/entry_gate.hpp): Python backwards take the gate here.
+  m.def("enter_gate", [] {
+    py::gil_scoped_release released;  // its holder may need the GIL to get to the hook
+    return gradd::engine::detail::enter_entry_gate();
+  });
+  m.def("leave_gate", &gradd::engine::detail::leave_entry_gate);
 
   py::class_<scope<gradd::enable_guard>>(m, "EnableScope")
       .def(py::init([](const std::optional<std::string>& config) {

@@ -32,17 +32,10 @@ public:
     // backwards (and deadlock a device thread's hook that starts one).
     if (!gradd::is_enabled())
       return Engine::execute(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs);
-    gate.lock();
-    ++gate_depth;
     struct leave {
       int depth;
-      ~leave() {
-        if (gate_depth > depth) {  // the hook did not pass the gate (error, or no hook)
-          --gate_depth;
-          gate.unlock();
-        }
-      }
-    } on_exit{gate_depth - 1};
+      ~leave() { leave_entry_gate(depth); }
+    } on_exit{enter_entry_gate()};
     return Engine::execute(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs);
   }
 };
@@ -74,6 +67,18 @@ void install_entry_gate() {
 void switch_hook(bool on) {
   std::lock_guard hold(gate);
   torch::autograd::Engine::set_compiled_autograd(on ? &serve_backward : nullptr);
+}
+
+int enter_entry_gate() {
+  gate.lock();
+  return gate_depth++;
+}
+
+void leave_entry_gate(int depth) noexcept {
+  if (gate_depth > depth) {  // the hook did not pass the gate (error, or no hook)
+    --gate_depth;
+    gate.unlock();
+  }
 }
 
 void pass_entry_gate() noexcept {

@@ -16,11 +16,22 @@ namespace gradd::engine::detail {
 // It does so when the library loads, before any backward: an engine gets
 // CUDA device threads only if it is the first to start them (libtorch starts
 // them once per process). Where another default engine is installed already
-// (PyTorch's Python engine), gradd leaves it in place.
+// (PyTorch's Python engine), gradd leaves it in place, and the `gradd`
+// Python package takes the same gate around each Python backward's engine
+// call instead (python/gradd/__init__.py).
 
 /// Makes gradd's gated engine the default engine, unless another engine
 /// than libtorch's base one is the default. Idempotent; runs at load.
 void install_entry_gate();
+
+/// Takes the gate before a backward enters Engine::execute; returns what
+/// leave_entry_gate needs. (The gated engine does this; in a Python process,
+/// where PyTorch's engine stays the default, the `gradd` package does it
+/// around the engine call of every Python backward.)
+int enter_entry_gate();
+
+/// After that backward: lets go of the gate unless gradd's hook passed it.
+void leave_entry_gate(int depth) noexcept;
 
 /// Called by gradd's hook as it starts: lets the next thread in.
 void pass_entry_gate() noexcept;

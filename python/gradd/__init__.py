@@ -57,6 +57,36 @@ def _guard_compiled_autograd_setter() -> None:
 _guard_compiled_autograd_setter()
 
 
+# Note [Concurrent backwards and libtorch's re-entrancy check]
+# (engine/detail/entry_gate.hpp): libtorch's compiled-autograd entry throws
+# when two threads pass it at once. In C++ gradd's default engine holds a
+# gate across it; here PyTorch's engine stays the default, so every Python
+# backward takes that gate around its engine call, and gradd's hook lets
+# it go as soon as it starts: backwards still run concurrently.
+def _gate_python_backwards() -> None:
+    import torch.autograd.graph as graph
+
+    run_backward = graph._engine_run_backward
+    if getattr(run_backward, "_gradd_gate", False):
+        return
+
+    def _engine_run_backward(*args, **kwargs):
+        if not _native.is_enabled():
+            return run_backward(*args, **kwargs)
+        depth = _native.enter_gate()
+        try:
+            return run_backward(*args, **kwargs)
+        finally:
+            _native.leave_gate(depth)
+
+    _engine_run_backward._gradd_gate = True
+    graph._engine_run_backward = _engine_run_backward
+    torch.autograd._engine_run_backward = _engine_run_backward
+
+
+_gate_python_backwards()
+
+
 def enable(config: Optional[str] = None) -> None:
     """Serves the process's backwards with gradd, under the policy file
     ``config`` (default: ``$GRADD_CONFIG``, else the defaults). Inside an
