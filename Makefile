@@ -43,7 +43,7 @@ python-install: build
 
 # The Python package (python/), as built into $(BUILD)/python.
 pytest: build
-	PYTHONPATH=$(abspath $(BUILD))/python $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
+	PYTHONPATH=$(abspath $(BUILD))/python $(PYTHON) -m pytest -q -rs -p no:cacheprovider python/tests
 
 # gradd as a user's project sees it: install into a fresh staging prefix,
 # build examples/consumer against the installed package, run it.

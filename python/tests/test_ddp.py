@@ -1,6 +1,7 @@
-"""DistributedDataParallel (gloo, 2 CPU ranks) under gradd: the reducer's
-hooks and final callback fire from plans, every rank's parameters after
-training equal a run on the stock engine bitwise."""
+"""DistributedDataParallel (gloo, 2 CPU ranks; test_cuda.py runs it over
+NCCL on two GPUs) under gradd: the reducer's hooks and final callback fire
+from plans, every rank's parameters after training equal a run on the
+stock engine bitwise."""
 
 import os
 import socket
@@ -14,14 +15,17 @@ import torch.multiprocessing as mp
 import gradd
 
 
-def train(rank, world, port, policy, use_gradd, out):
+def train(rank, world, port, policy, use_gradd, out, backend="gloo"):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    dist.init_process_group(backend, rank=rank, world_size=world)
+    device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
+    if backend == "nccl":
+        torch.cuda.set_device(device)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(),
                                 torch.nn.Linear(32, 32), torch.nn.ReLU(),
-                                torch.nn.Linear(32, 4)).double()
+                                torch.nn.Linear(32, 4)).double().to(device)
     ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.001)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
     torch.manual_seed(100 + rank)
@@ -29,11 +33,11 @@ def train(rank, world, port, policy, use_gradd, out):
         gradd.enable(policy)
     for _ in range(5):
         opt.zero_grad(set_to_none=True)
-        ddp(torch.randn(8, 16, dtype=torch.double)).square().mean().backward()
+        ddp(torch.randn(8, 16, dtype=torch.double).to(device)).square().mean().backward()
         opt.step()
     stats = gradd.stats()
     gradd.disable()
-    torch.save({"params": [p.detach() for p in model.parameters()], "stats": stats},
+    torch.save({"params": [p.detach().cpu() for p in model.parameters()], "stats": stats},
                os.path.join(out, f"{'gradd' if use_gradd else 'stock'}-{rank}.pt"))
     dist.destroy_process_group()
 
