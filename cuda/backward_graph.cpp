@@ -100,8 +100,8 @@ at::Tensor static_copy(const at::Tensor& t) {
 
 /// One stream capture into a private pool of the caching allocator, as
 /// at::cuda::CUDAGraph makes it, without the generator registration (see
-/// backward_graph::capture). Ends the capture, if end() did not, and the
-/// pool's routing when it goes.
+/// backward_graph::capture). Ends the capture, if instantiate() did not,
+/// and the pool's routing when it goes.
 class stream_capture {
 public:
   stream_capture(c10::DeviceIndex device, c10::MempoolId_t pool, cudaStream_t stream)

@@ -6,9 +6,10 @@ graph structure runs on the stock engine while gradd compiles a plan for it
 in the background, later ones run that plan, with gradients bitwise equal
 to the stock engine's. Policies are YAML files (see the README's "Policy").
 
-This is the first slice of the Python package: the API below. Graphs with
-Python nodes (``autograd.Function``) or Python hooks still run on the stock
-engine, counted in ``stats()["eager_by_reason"]``.
+Python ``autograd.Function``s and hooks (tensor, module, post-accumulate-
+grad) run from plans like built-in nodes, each taking the GIL when called;
+what gradd cannot run goes to the stock engine, counted in
+``stats()["eager_by_reason"]``. ``python3 -m gradd.bench`` is the benchmark.
 """
 
 import contextlib
