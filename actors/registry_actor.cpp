@@ -3,6 +3,7 @@
 
 #include "actors/registry_actor.hpp"
 
+#include "actors/plan_store.hpp"
 #include "config/log.hpp"
 
 #include <caf/all.hpp>
@@ -34,6 +35,13 @@ registry_actor::behavior_type registry_stage(registry_actor::stateful_pointer<re
           auto compiled = std::make_shared<engine::detail::compiled_graph>();
           compiled->ir = std::move(result.ir);
           compiled->plan = std::move(result.plan);
+          if (!config.cache.dir.empty()) {
+            auto error = store_plan(config.cache.dir, record->portable_key,
+                                    {compiled->ir, compiled->plan});
+            if (!error.empty())
+              log(config.logging.level, log_level::warning,
+                  "graph " + std::to_string(result.graph_id) + " not kept in cache.dir: " + error);
+          }
           context->table->publish(*record, std::move(compiled), elapsed,
                                   config.cache.max_plans);
           log(config.logging.level, log_level::info,

@@ -53,6 +53,7 @@ struct settings {
   } compile;
   struct cache_section {
     uint32_t max_plans = 256;    ///< least recently used plans go beyond this
+    std::string dir;             ///< keep compiled plans in this folder too ("" = off)
   } cache;
   struct fallback_section {
     compile_error_policy on_compile_error = compile_error_policy::retry_after;

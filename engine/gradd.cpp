@@ -44,7 +44,7 @@ const char* to_string(fallback_reason reason) noexcept {
 std::ostream& operator<<(std::ostream& out, const statistics& s) {
   out << "backwards=" << s.backwards << " plan_backwards=" << s.plan_backwards
       << " eager_backwards=" << s.eager_backwards << " raised_backwards=" << s.raised_backwards
-      << " captures=" << s.captures
+      << " captures=" << s.captures << " plans_loaded=" << s.plans_loaded
       << " cache_hits=" << s.cache_hits << " cache_misses=" << s.cache_misses
       << " plans=" << s.plans << " compiles=" << s.compiles
       << " graph_backwards=" << s.graph_backwards << " graph_recordings=" << s.graph_recordings

@@ -64,6 +64,7 @@ struct statistics {
   uint64_t raised_backwards = 0;
   std::array<uint64_t, fallback_reason_count> eager_by_reason{};  ///< by fallback_reason
   uint64_t captures = 0;         ///< graphs captured into IR
+  uint64_t plans_loaded = 0;     ///< of those, served by a plan kept in cache.dir, not compiled
   uint64_t cache_hits = 0;       ///< backwards whose structure had a plan
   uint64_t cache_misses = 0;     ///< backwards with a new structure
   uint64_t plans = 0;            ///< ready plans in the cache

@@ -30,6 +30,7 @@ py::dict to_dict(const gradd::statistics& s) {
     by_reason[gradd::to_string(static_cast<gradd::fallback_reason>(i))] = s.eager_by_reason[i];
   d["eager_by_reason"] = by_reason;
   d["captures"] = s.captures;
+  d["plans_loaded"] = s.plans_loaded;
   d["cache_hits"] = s.cache_hits;
   d["cache_misses"] = s.cache_misses;
   d["plans"] = s.plans;

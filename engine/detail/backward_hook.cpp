@@ -5,12 +5,15 @@
 // lookup under a shared lock. A hit runs its plan right here, on the
 // backward's own thread; nothing on that path touches an actor. A miss
 // captures the node table (only this thread may read the live nodes), hands
-// it to the pipeline and, in async mode, lets the stock engine serve this
-// backward; in sync mode it waits for the plan. On a CUDA device a hit may
+// it to the pipeline (unless cache.dir holds a plan for it already) and, in
+// async mode, lets the stock engine serve this backward; in sync mode it
+// waits for the plan. On a CUDA device a hit may
 // be served by a CUDA graph of its shape instead (cuda/graph_path.hpp).
 
 #include "engine/detail/backward_hook.hpp"
 
+#include "actors/plan_store.hpp"
+#include "compiler/portable_key.hpp"
 #include "config/log.hpp"
 #include "cuda/graph_path.hpp"
 #include "engine/detail/capture.hpp"
@@ -146,12 +149,33 @@ private:
     if (captured.eager_reason) {
       state_.table.fail(*record, *captured.eager_reason,
                         std::chrono::steady_clock::time_point::max());
+    } else if (load_stored(*record, captured.ir)) {
+      // A plan kept in cache.dir by an earlier process serves it at once.
     } else if (!state_.submit(record->id, std::move(captured.ir))) {
       // No pipeline (gradd is being disabled): not compiled, due at once.
       state_.table.fail(*record, fallback_reason::compile_pending,
                         std::chrono::steady_clock::time_point::min());
     }
     return record;
+  }
+
+  /// Publishes the plan kept in cache.dir for the structure of node table
+  /// `table`, if there is one for it (same structure, same sequence order);
+  /// returns whether there was.
+  bool load_stored(graph_record& record, const compiler::graph& table) {
+    if (config_.cache.dir.empty())
+      return false;
+    record.portable_key = compiler::portable_key(table, policy_->plan_variant);
+    auto stored = actors::load_plan(config_.cache.dir, record.portable_key);
+    if (!stored || !compiler::same_structure(stored->ir, table)
+        || !sequence_order_holds(stored->plan, walk_->nodes))
+      return false;
+    auto compiled = std::make_shared<compiled_graph>();
+    compiled->ir = std::move(stored->ir);
+    compiled->plan = std::move(stored->plan);
+    state_.table.publish(record, std::move(compiled), 0.0, config_.cache.max_plans);
+    state_.stats.plans_loaded.fetch_add(1, std::memory_order_relaxed);
+    return true;
   }
 
   variable_list run(graph_record& record) {

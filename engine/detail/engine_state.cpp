@@ -21,6 +21,7 @@ statistics counters::snapshot() const {
   for (size_t i = 0; i < fallback_reason_count; ++i)
     s.eager_by_reason[i] = eager_by_reason[i].load();
   s.captures = captures.load();
+  s.plans_loaded = plans_loaded.load();
   s.cache_hits = cache_hits.load();
   s.cache_misses = cache_misses.load();
   return s;
@@ -34,6 +35,7 @@ void counters::reset() {
   for (auto& n : eager_by_reason)
     n = 0;
   captures = 0;
+  plans_loaded = 0;
   cache_hits = 0;
   cache_misses = 0;
 }

@@ -18,6 +18,7 @@ struct counters {
   std::atomic<uint64_t> raised_backwards{0};
   std::array<std::atomic<uint64_t>, fallback_reason_count> eager_by_reason{};
   std::atomic<uint64_t> captures{0};
+  std::atomic<uint64_t> plans_loaded{0};
   std::atomic<uint64_t> cache_hits{0};
   std::atomic<uint64_t> cache_misses{0};
 

@@ -42,6 +42,7 @@ struct graph_record {
   std::chrono::steady_clock::time_point retry_at = std::chrono::steady_clock::time_point::max();
   double compile_ms = 0;
   uint32_t nodes = 0;
+  uint64_t portable_key = 0;  ///< its file in cache.dir (compiler/portable_key.hpp); set at claim
 
   std::atomic<uint64_t> last_used{0};       ///< LRU clock reading of the last hit
   std::atomic<int> running{0};              ///< backwards running its plan now

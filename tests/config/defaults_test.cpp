@@ -42,7 +42,7 @@ field_map policy_fields(const settings& s) {
   const auto& [compile, cache, fallback, nan_check, passes, cuda_graphs, logging, source] = s;
   (void)source;  // where the settings were loaded from: not a policy key
   const auto& [mode, threads, timeout_ms, delay_ms] = compile;
-  const auto& [max_plans] = cache;
+  const auto& [max_plans, cache_dir] = cache;
   const auto& [on_compile_error, retry_after_ms, on_unsupported, force_eager] = fallback;
   const auto& [enabled] = nan_check;
   const auto& [pipeline, gradient_ready] = passes;
@@ -55,6 +55,7 @@ field_map policy_fields(const settings& s) {
       {"compile.timeout_ms", printed(timeout_ms)},
       {"compile.delay_ms", printed(delay_ms)},
       {"cache.max_plans", printed(max_plans)},
+      {"cache.dir", printed(cache_dir)},
       {"fallback.on_compile_error", printed(on_compile_error)},
       {"fallback.retry_after_ms", printed(retry_after_ms)},
       {"fallback.on_unsupported", printed(on_unsupported)},
@@ -81,6 +82,7 @@ settings odd_settings() {
   s.compile.timeout_ms = 500;
   s.compile.delay_ms = 7;
   s.cache.max_plans = 9;
+  s.cache.dir = "/tmp/gradd-odd-cache";
   s.fallback.on_compile_error = gradd::compile_error_policy::never_retry;
   s.fallback.retry_after_ms = 5;
   s.fallback.on_unsupported = gradd::unsupported_policy::error;

@@ -4,6 +4,7 @@
 //
 //   gradd_lifecycle_child SCENARIO
 //
+// (Other tests use it too: `keep_plan` fills a plan cache folder.)
 // Exit status: 0 when the scenario ran (the parent checks the status, the
 // time it took and what was printed), 2 for an unknown scenario, 3 for the
 // `exit()` scenario.
@@ -84,6 +85,16 @@ void backward_stuck_on_a_detached_thread() {
 
 const std::map<std::string, std::function<int()>>& scenarios() {
   static const auto* table = new std::map<std::string, std::function<int()>>{
+      // Compiles one_backward()'s structure into the plan cache at
+      // $GRADD_TEST_CACHE_DIR, for a later process to load (plan_cache_test).
+      {"keep_plan",
+       [] {
+         auto s = sync_settings();
+         s.cache.dir = std::getenv("GRADD_TEST_CACHE_DIR");
+         gradd::enable(s);
+         one_backward();
+         return gradd::stats().plan_backwards == 1 ? 0 : 1;
+       }},
       {"return_while_enabled",
        [] {
          gradd::enable();
