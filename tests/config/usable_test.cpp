@@ -62,3 +62,18 @@ TEST_CASE("an unusable IR dump folder from a policy names the policy file", "[co
   auto s = gradd::load_settings(path);
   check_refused(s, path, "'" + under_file + "' cannot be created");
 }
+
+TEST_CASE("a plan cache folder gradd cannot write in is refused, naming cache.dir", "[config]") {
+  gradd::settings s;
+  s.cache.dir = policy_file("");  // a regular file
+  try {
+    gradd::check_usable(s);
+    FAIL("a file as cache.dir was accepted");
+  } catch (const gradd::config_error& e) {
+    CHECK(e.key() == "cache.dir");
+    CHECK_THAT(e.what(), Catch::Contains("is not a directory"));
+  }
+  s.cache.dir = (scratch_folder() / "plans").string();
+  CHECK_NOTHROW(gradd::check_usable(s));
+  CHECK(std::filesystem::is_directory(s.cache.dir));
+}
