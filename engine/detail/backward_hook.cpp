@@ -7,8 +7,8 @@
 // captures the node table (only this thread may read the live nodes), hands
 // it to the pipeline (unless cache.dir holds a plan for it already) and, in
 // async mode, lets the stock engine serve this backward; in sync mode it
-// waits for the plan. On a CUDA device a hit may
-// be served by a CUDA graph of its shape instead (cuda/graph_path.hpp).
+// waits for the plan. On a CUDA device a hit may be served by a CUDA graph
+// of its shape instead (cuda/graph_path.hpp).
 
 #include "engine/detail/backward_hook.hpp"
 

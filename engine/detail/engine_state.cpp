@@ -12,6 +12,17 @@
 
 namespace gradd::engine::detail {
 
+namespace {
+
+/// The time from now until `deadline`, zero once it has passed.
+std::chrono::milliseconds left_until(std::chrono::steady_clock::time_point deadline) {
+  auto left = deadline - std::chrono::steady_clock::now();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::max(left, std::chrono::steady_clock::duration::zero()));
+}
+
+} // namespace
+
 statistics counters::snapshot() const {
   statistics s;
   s.backwards = backwards.load();
@@ -90,8 +101,7 @@ void engine_state::drain_at_exit(std::chrono::milliseconds grace) {
     if (pipeline_)
       pipeline_->drain(grace);
   }
-  cuda::drain_graph_captures(std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::max(until - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration{})));
+  cuda::drain_graph_captures(left_until(until));
 }
 
 bool engine_state::submit(uint64_t graph_id, compiler::graph node_table) {
@@ -109,8 +119,7 @@ bool engine_state::wait_idle(std::chrono::milliseconds timeout) {
   if (running && !running->wait_idle(timeout))
     return false;
   // A capture request comes from a backward, not from the pipeline.
-  return cuda::wait_graph_captures(std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::max(until - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration{})));
+  return cuda::wait_graph_captures(left_until(until));
 }
 
 std::pair<uint64_t, uint64_t> engine_state::compile_counts() const {

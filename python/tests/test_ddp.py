@@ -13,6 +13,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import gradd
+from checks import all_bits_equal
 
 
 def train(rank, world, port, policy, use_gradd, out, backend="gloo"):
@@ -59,14 +60,17 @@ def free_port():
         return s.getsockname()[1]
 
 
-def test_ddp_two_gloo_ranks_bitwise(tmp_path):
-    policy = tmp_path / "sync.yaml"
-    policy.write_text("compile:\n  mode: sync\n")
+def train_and_compare(tmp_path, policy, backend="gloo"):
+    """Trains on 2 ranks on the stock engine, then under gradd; requires
+    every rank's parameters bitwise equal and plans serving every backward."""
     for use_gradd in (False, True):
-        run_ranks((2, free_port(), str(policy), use_gradd, str(tmp_path)))
+        run_ranks((2, free_port(), policy, use_gradd, str(tmp_path), backend))
     for rank in range(2):
         stock = torch.load(tmp_path / f"stock-{rank}.pt")
         ours = torch.load(tmp_path / f"gradd-{rank}.pt")
         assert ours["stats"]["plan_backwards"] == 5, ours["stats"]
-        for a, b in zip(stock["params"], ours["params"]):
-            assert torch.equal(a.view(torch.int64), b.view(torch.int64))
+        assert all_bits_equal(stock["params"], ours["params"])
+
+
+def test_ddp_two_gloo_ranks_bitwise(tmp_path, sync_policy):
+    train_and_compare(tmp_path, sync_policy)

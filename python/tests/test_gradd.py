@@ -7,22 +7,7 @@ import pytest
 import torch
 
 import gradd
-
-SYNC = "compile:\n  mode: sync\n"  # every backward, the first included, by a plan
-
-
-@pytest.fixture
-def sync_policy(tmp_path):
-    path = tmp_path / "sync.yaml"
-    path.write_text(SYNC)
-    return str(path)
-
-
-@pytest.fixture(autouse=True)
-def fresh():
-    gradd.reset()
-    yield
-    assert not gradd.is_enabled()
+from checks import all_bits_equal
 
 
 def mlp(seed=3):
@@ -38,13 +23,6 @@ def step(model, x):
     return [p.grad.clone() for p in model.parameters()]
 
 
-def assert_bitwise(expected, actual):
-    assert len(expected) == len(actual)
-    for a, b in zip(expected, actual):
-        assert a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride()
-        assert torch.equal(a.view(torch.int64), b.view(torch.int64))
-
-
 def test_plans_serve_backward_bitwise(sync_policy):
     model, x = mlp(), torch.randn(8, 16, dtype=torch.double)
     stock = step(model, x)
@@ -54,7 +32,7 @@ def test_plans_serve_backward_bitwise(sync_policy):
     assert (s["plan_backwards"], s["eager_backwards"], s["backwards"]) == (3, 0, 3)
     assert s["cache_misses"] == 1 and s["cache_hits"] == 2
     for run in runs:
-        assert_bitwise(stock, run)
+        assert all_bits_equal(stock, run)
     assert [g["state"] for g in gradd.graph_stats()] == ["ready"]
 
 
@@ -70,7 +48,7 @@ def test_autograd_grad_with_several_outputs(sync_policy):
     with gradd.enabled(sync_policy):
         ours = grads()
     assert gradd.stats()["plan_backwards"] == 1
-    assert_bitwise(stock, ours)
+    assert all_bits_equal(stock, ours)
     assert all(p.grad is None for p in params)
 
 
@@ -138,7 +116,7 @@ def test_eight_threads_backward_at_once(sync_policy):
             t.join()
     for i in range(8):
         for run in results[i]:
-            assert_bitwise(stock[i], run)
+            assert all_bits_equal(stock[i], run)
     s = gradd.stats()
     assert s["backwards"] == 40 and s["plan_backwards"] == 40
 
