@@ -5,7 +5,9 @@ from its configuration, no downloaded weights) under gradd and on the stock
 engine, interleaved in one process, and prints one JSON line with
 gradd-bench's keys: median_ms, p90_ms, first_ms, plan_backwards,
 graph_backwards, eager_backwards, max_rel_grad_diff, stock_rel_grad_diff,
-and with ``--mode both`` eager_median_ms and ratio (gradd over stock).
+and with ``--mode both`` eager_median_ms and ratio (gradd over stock); on
+CUDA also floor_ms, the stock engine's backward kernels replayed from one
+CUDA graph, and floor_ratio (gradd over floor), as gradd-bench gives them.
 """
 
 import argparse
@@ -111,6 +113,38 @@ def max_rel_diff(expected, actual):
     return worst
 
 
+def backward_floor_ms(model, batch, i, runs=50):
+    """The stock engine's backward captured whole into one CUDA graph (the
+    forward outside the capture, warm-ups on a side stream, as PyTorch's
+    whole-network capture does it); the median ms of its replays."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    times = []
+    with gradd.disabled(), torch.cuda.stream(side):
+        for _ in range(3):
+            for p in model.parameters():
+                p.grad = None
+            model(batch(i)).square().mean().backward()
+        for p in model.parameters():
+            p.grad = None
+        loss = model(batch(i)).square().mean()
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side):
+            loss.backward()
+        graph.replay()  # the first replay uploads the graph
+        torch.cuda.synchronize()
+        for _ in range(runs):
+            start = time.perf_counter()
+            graph.replay()
+            torch.cuda.synchronize()
+            times.append((time.perf_counter() - start) * 1e3)
+        for p in model.parameters():
+            p.grad = None  # its tensors live in the graph's pool, freed with it
+    torch.cuda.current_stream().wait_stream(side)
+    return statistics.median(times)
+
+
 def run(args):
     model, batch = make_model(args.model, args.device)
     ours, stock = [], []
@@ -159,6 +193,9 @@ def run(args):
     if args.mode == "both":
         line["eager_median_ms"] = round(statistics.median(stock), 4)
         line["ratio"] = round(line["median_ms"] / line["eager_median_ms"], 4)
+        if args.device == "cuda":
+            line["floor_ms"] = round(backward_floor_ms(model, batch, last), 4)
+            line["floor_ratio"] = round(line["median_ms"] / line["floor_ms"], 4)
     return line
 
 
