@@ -2,9 +2,12 @@
 
 // The process's one CAF actor system (CAF-0.17.md, section 1).
 
+#include <cstddef>
+
 namespace caf {
 class actor_system;
-}
+class actor_system_config;
+} // namespace caf
 
 namespace gradd::actors {
 
@@ -14,5 +17,11 @@ namespace gradd::actors {
 /// hangs when it runs on another thread than the one that created it, and
 /// at process exit it frees memory CAF's own statics already released.
 caf::actor_system& process_actor_system();
+
+/// Sets up `cfg` as every gradd actor system is: `workers` CAF workers
+/// polling lightly, gradd's message types and errors, and the middleman
+/// with the daemon protocol's identifier and heartbeats (the daemon's
+/// system too, so both ends agree).
+void configure_actor_system(caf::actor_system_config& cfg, size_t workers);
 
 } // namespace gradd::actors

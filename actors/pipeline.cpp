@@ -13,9 +13,11 @@
 #include "actors/actor_system.hpp"
 #include "actors/capture_actor.hpp"
 #include "actors/compile_actor.hpp"
+#include "actors/daemon_link.hpp"
 #include "actors/pass_pipeline_actor.hpp"
 #include "actors/registry_actor.hpp"
 #include "actors/stage_context.hpp"
+#include "config/daemon_address.hpp"
 #include "config/log.hpp"
 
 #include <caf/all.hpp>
@@ -27,7 +29,7 @@
 namespace gradd::actors {
 
 struct pipeline::impl {
-  impl(const settings& config, engine::detail::plan_table& table)
+  impl(const settings& config, engine::detail::plan_table& table, daemon_counters& counters)
       : arena_threads(static_cast<int>(config.compile.threads)),
         parallelism(arena_threads + 1 > tbb::info::default_concurrency()
                         ? std::make_optional<tbb::global_control>(
@@ -37,11 +39,15 @@ struct pipeline::impl {
     context.config = config;
     context.table = &table;
     context.arena = &arena;
+    context.counters = &counters;
     auto& system = process_actor_system();
     registry = system.spawn(registry_stage, &context);
     compile = system.spawn(compile_stage, &context, registry);
     passes = system.spawn(pass_pipeline_stage, &context, compile, registry);
     capture = system.spawn(capture_stage, &context, passes, registry);
+    if (configured_daemon(config))
+      link = system.spawn(daemon_link_stage, &context, capture, registry);
+    intake = link ? caf::actor_cast<capture_actor>(link) : capture;
   }
 
   int arena_threads;
@@ -54,6 +60,8 @@ struct pipeline::impl {
   compile_actor compile;
   pass_pipeline_actor passes;
   capture_actor capture;
+  daemon_link_actor link;  ///< with a daemon configured
+  capture_actor intake;    ///< where submit sends: the link, else capture
   /// Orders submit against stop: no job enters once stopping is set.
   std::mutex intake_mutex;
   std::mutex stop_mutex;
@@ -61,8 +69,9 @@ struct pipeline::impl {
   bool settled = true;
 };
 
-pipeline::pipeline(const settings& config, engine::detail::plan_table& table)
-    : impl_(new impl(config, table)) {}
+pipeline::pipeline(const settings& config, engine::detail::plan_table& table,
+                   daemon_counters& counters)
+    : impl_(new impl(config, table, counters)) {}
 
 pipeline::~pipeline() {
   if (stop())
@@ -75,7 +84,7 @@ bool pipeline::submit(uint64_t graph_id, compiler::graph node_table) {
   if (context.stopping.load())
     return false;
   context.in_flight.fetch_add(1);
-  caf::anon_send(impl_->capture, capture_job{graph_id, std::move(node_table)});
+  caf::anon_send(impl_->intake, capture_job{graph_id, std::move(node_table)});
   return true;
 }
 
@@ -115,11 +124,15 @@ bool pipeline::stop(std::chrono::milliseconds grace) {
             + std::to_string(grace.count()) + " ms; abandoned");
     return false;
   }
+  if (i.link)
+    caf::anon_send_exit(i.link, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(i.capture, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(i.passes, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(i.compile, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(i.registry, caf::exit_reason::user_shutdown);
   caf::scoped_actor self{process_actor_system()};
+  if (i.link)
+    self->wait_for(i.link);
   self->wait_for(i.capture, i.passes, i.compile, i.registry);
   return true;
 }

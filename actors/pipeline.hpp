@@ -7,11 +7,15 @@
 //                                  (each stage's work on the TBB arena)   |
 //                                                     plan table <--------+
 //
+// With a daemon configured, submit goes to the daemon link first, which
+// hands the daemon's plans to the registry and its failures to capture.
+//
 // A hit never touches it: the backward's thread reads the plan table.
 
 #include "compiler/ir.hpp"
 #include "config/settings.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -22,12 +26,20 @@ class plan_table;
 
 namespace gradd::actors {
 
+/// What the pipeline counts into the engine's statistics, which own them.
+struct daemon_counters {
+  std::atomic<uint64_t> plans{0};      ///< plans the daemon compiled or kept for this process
+  std::atomic<uint64_t> fallbacks{0};  ///< graphs that went on without the daemon
+};
+
 class pipeline {
 public:
   /// Spawns the stages in the process's actor system (started on first use,
   /// one CAF worker: the stages only pass messages) and a TBB arena of
-  /// compile.threads threads.
-  pipeline(const settings& config, engine::detail::plan_table& table);
+  /// compile.threads threads; with a daemon configured
+  /// (config/daemon_address.hpp), the daemon link too, counting into
+  /// `counters`.
+  pipeline(const settings& config, engine::detail::plan_table& table, daemon_counters& counters);
 
   /// Stops, as stop().
   ~pipeline();

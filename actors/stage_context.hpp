@@ -5,6 +5,7 @@
 // drain. Owned by the pipeline, which outlives its stages and their tasks
 // (a pipeline that gives up waiting for a task is leaked, never freed).
 
+#include "actors/pipeline.hpp"
 #include "config/settings.hpp"
 #include "engine/detail/plan_table.hpp"
 
@@ -22,6 +23,7 @@ struct stage_context {
   settings config;
   engine::detail::plan_table* table = nullptr;
   tbb::task_arena* arena = nullptr;
+  daemon_counters* counters = nullptr;
   /// Set when the pipeline stops: no new work; work in flight is cut short.
   std::atomic<bool> stopping{false};
   /// Jobs submitted and not yet settled by the registry.

@@ -3,6 +3,7 @@
 // gradd's one CAF type-ID block. CAF 0.17 writes each registered name on the
 // wire, so renaming a type here changes the daemon protocol.
 
+#include "actors/daemon_protocol.hpp"
 #include "actors/messages.hpp"
 
 #include <caf/type_id.hpp>
@@ -12,4 +13,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(gradd, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(gradd, (gradd::actors::pass_job))
   CAF_ADD_TYPE_ID(gradd, (gradd::actors::compile_job))
   CAF_ADD_TYPE_ID(gradd, (gradd::actors::compile_result))
+  CAF_ADD_TYPE_ID(gradd, (gradd::actors::client_hello))
+  CAF_ADD_TYPE_ID(gradd, (gradd::actors::daemon_welcome))
+  CAF_ADD_TYPE_ID(gradd, (gradd::actors::compile_request))
+  CAF_ADD_TYPE_ID(gradd, (gradd::actors::compiled_plan))
+  CAF_ADD_TYPE_ID(gradd, (gradd::actors::status_request))
+  CAF_ADD_TYPE_ID(gradd, (gradd::actors::daemon_status))
 CAF_END_TYPE_ID_BLOCK(gradd)

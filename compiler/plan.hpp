@@ -50,6 +50,11 @@ struct plan {
 /// node table. Throws std::invalid_argument if `g` does not verify.
 plan build_plan(const graph& g);
 
+/// Whether the nodes of `g` keep the sequence order `p` was compiled for:
+/// a plan compiled from another process's table of the same structure
+/// serves this one only then (Note [Stock engine order]).
+bool sequence_order_holds(const plan& p, const graph& g) noexcept;
+
 /// A one-line summary, e.g. "plan(steps=12, routes=20, outputs=0)".
 std::string to_string(const plan& p);
 

@@ -63,6 +63,16 @@ plan build_plan(const graph& g) {
   return p;
 }
 
+bool sequence_order_holds(const plan& p, const graph& g) noexcept {
+  uint64_t previous = 0;
+  for (auto i : p.sequence_order) {
+    if (i >= g.nodes.size() || g.nodes[i].sequence_nr < previous)
+      return false;
+    previous = g.nodes[i].sequence_nr;
+  }
+  return true;
+}
+
 std::string to_string(const plan& p) {
   std::ostringstream out;
   out << "plan(steps=" << p.steps.size() << ", routes=" << p.routes.size()

@@ -6,8 +6,11 @@
 
 #include "compiler/portable_key.hpp"
 
+#include <algorithm>
 #include <functional>
+#include <numeric>
 #include <tuple>
+#include <vector>
 
 namespace gradd::compiler {
 
@@ -24,6 +27,10 @@ auto structure_of(const node_info& n) {
 
 } // namespace
 
+uint64_t plan_variant(const std::string& effective_pipeline) {
+  return std::hash<std::string>{}(effective_pipeline);
+}
+
 uint64_t portable_key(const graph& g, uint64_t variant) {
   uint64_t key = mix(0, variant);
   key = mix(key, uint64_t{g.keep_graph} | uint64_t{g.accumulate_grad} << 1
@@ -39,6 +46,18 @@ uint64_t portable_key(const graph& g, uint64_t variant) {
                        | uint64_t{n.hooks.pre} << 32 | uint64_t{n.hooks.post} << 48);
     key = mix(key, n.hooks.post_acc_grad);
   }
+  return key;
+}
+
+uint64_t sequence_order_key(const graph& g) {
+  std::vector<uint32_t> order(g.nodes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return g.nodes[a].sequence_nr < g.nodes[b].sequence_nr;
+  });
+  uint64_t key = 0;
+  for (auto i : order)
+    key = mix(key, i);
   return key;
 }
 

@@ -9,14 +9,25 @@
 #include "compiler/ir.hpp"
 
 #include <cstdint>
+#include <string>
 
 namespace gradd::compiler {
+
+/// The plan variant of the pass pipeline `effective_pipeline`
+/// (settings::passes_section::effective_pipeline()): plans compiled under
+/// other passes are other variants.
+uint64_t plan_variant(const std::string& effective_pipeline);
 
 /// The key of node table `g` (sizes and sequence numbers left out, as the
 /// structural key leaves them out, and which nodes run, which lowering
 /// derives from the rest) under the plan variant `variant` (Note [Policy
 /// changes and cached plans]).
 uint64_t portable_key(const graph& g, uint64_t variant);
+
+/// A key of the order of `g`'s sequence numbers (the permutation, not the
+/// numbers), which a plan's schedule depends on and portable_key leaves out:
+/// processes running the same code agree on it.
+uint64_t sequence_order_key(const graph& g);
 
 /// Whether `a` and `b` are the same structure as portable_key sees it (a
 /// stored plan is used only then, whatever its file name says).

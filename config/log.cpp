@@ -6,9 +6,7 @@
 
 namespace gradd {
 
-namespace {
-
-const char* name_of(log_level level) {
+const char* to_string(log_level level) {
   switch (level) {
     case log_level::error: return "error";
     case log_level::warning: return "warning";
@@ -18,13 +16,11 @@ const char* name_of(log_level level) {
   return "?";
 }
 
-} // namespace
-
 void log(log_level configured, log_level level, const std::string& message) {
   if (level > configured)
     return;
   // One fprintf per line keeps lines from concurrent threads whole.
-  std::fprintf(stderr, "gradd [%s]: %s\n", name_of(level), message.c_str());
+  std::fprintf(stderr, "gradd [%s]: %s\n", to_string(level), message.c_str());
 }
 
 } // namespace gradd

@@ -3,6 +3,7 @@
 #include "config/schema.hpp"
 
 #include "compiler/pass_manager.hpp"
+#include "config/daemon_address.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -87,6 +88,17 @@ apply_fn pipeline(Field field) {
   };
 }
 
+/// "host:port", as config/daemon_address.hpp parses it.
+template <class Field>
+apply_fn address(Field field) {
+  return [=](settings& s, const std::string& text) -> std::string {
+    if (!text.empty() && !parse_daemon_address(text))
+      return "expected host:port with a port in [0, 65535], got " + quoted(text);
+    field(s) = text;
+    return {};
+  };
+}
+
 #define GRADD_FIELD(member) [](settings& s) -> auto& { return s.member; }
 
 } // namespace
@@ -151,6 +163,30 @@ const std::vector<key_spec>& schema() {
       {"cuda_graphs", "hand_out", "borrow, copy", "borrow",
        "borrow: .grad is the graph's buffer, copied away only if still held at the next replay; copy: a copy",
        choice<grad_hand_out>(GRADD_FIELD(cuda_graphs.hand_out), {"borrow", "copy"})},
+      {"daemon", "address", "host:port", "\"\"",
+       "a process: the gradd daemon that compiles for it (\"\" = $GRADD_DAEMON, else none); the daemon: where it listens",
+       address(GRADD_FIELD(daemon.address))},
+      {"daemon", "token_file", "path", "\"\"",
+       "the daemon's token (mode 0600; \"\" = $GRADD_TOKEN_FILE, else /tmp/gradd-<uid>/token); the daemon creates it",
+       text(GRADD_FIELD(daemon.token_file))},
+      {"daemon", "timeout_ms", "integer >= 1", "15000",
+       "a request to the daemon, its compile included, gives up after this",
+       integer(GRADD_FIELD(daemon.timeout_ms), 1)},
+      {"daemon", "fallback", "local, stock", "local",
+       "while the daemon cannot serve: compile in this process, or the stock engine",
+       choice<daemon_fallback>(GRADD_FIELD(daemon.fallback), {"local", "stock"})},
+      {"daemon", "retry_after_ms", "integer >= 0", "2000",
+       "a daemon that was absent or lost is tried again after this",
+       integer(GRADD_FIELD(daemon.retry_after_ms), 0)},
+      {"daemon", "max_clients", "integer >= 1", "256",
+       "the daemon: connections it serves at once; more are refused",
+       integer(GRADD_FIELD(daemon.max_clients), 1)},
+      {"daemon", "max_requests_per_client", "integer >= 1", "64",
+       "the daemon: compile requests of one client waiting at once; more are refused",
+       integer(GRADD_FIELD(daemon.max_requests_per_client), 1)},
+      {"daemon", "max_nodes", "integer >= 1", "1000000",
+       "the daemon: nodes of one graph it compiles; larger graphs are refused",
+       integer(GRADD_FIELD(daemon.max_nodes), 1)},
       {"logging", "level", "error, warning, info, debug", "warning",
        "what gradd writes to stderr",
        choice<log_level>(GRADD_FIELD(logging.level), {"error", "warning", "info", "debug"})},

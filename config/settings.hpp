@@ -40,6 +40,13 @@ enum class grad_hand_out : uint8_t {
   copy,    ///< a copy of them, every backward
 };
 
+/// What a process with a daemon configured does while the daemon cannot
+/// serve it (daemon.fallback).
+enum class daemon_fallback : uint8_t {
+  local,  ///< compile in this process, as without a daemon
+  stock,  ///< the stock engine serves the structure until the daemon is back
+};
+
 /// Logging verbosity.
 enum class log_level : uint8_t { error, warning, info, debug };
 
@@ -82,6 +89,20 @@ struct settings {
     uint32_t memory_limit_mb = 4096;  ///< static buffers and pools of all graphs together
     grad_hand_out hand_out = grad_hand_out::borrow;
   } cuda_graphs;
+  struct daemon_section {
+    /// A process: the `gradd daemon` to compile with, "host:port" ("" =
+    /// $GRADD_DAEMON, else none). The daemon: where it listens.
+    std::string address;
+    /// The daemon's token, mode 0600 ("" = $GRADD_TOKEN_FILE, else
+    /// /tmp/gradd-<uid>/token). The daemon creates it if missing.
+    std::string token_file;
+    uint32_t timeout_ms = 15000;       ///< a request (a compile included) gives up after this
+    daemon_fallback fallback = daemon_fallback::local;
+    uint32_t retry_after_ms = 2000;    ///< a lost daemon is tried again after this
+    uint32_t max_clients = 256;        ///< the daemon: connections it welcomes at once
+    uint32_t max_requests_per_client = 64;  ///< the daemon: compile requests waiting per client
+    uint32_t max_nodes = 1000000;      ///< the daemon: nodes of a graph it takes
+  } daemon;
   struct logging_section {
     log_level level = log_level::warning;
     std::string ir_dump_dir;     ///< write each captured graph's IR here ("" = off)

@@ -7,6 +7,7 @@
 
 #include "config/usable.hpp"
 
+#include "config/daemon_address.hpp"
 #include "config/loader.hpp"
 #include "config/schema.hpp"
 
@@ -52,6 +53,10 @@ void check_writable_folder(const settings& s, const std::string& key, const std:
 void check_usable(const settings& s) {
   check_writable_folder(s, "logging.ir_dump_dir", s.logging.ir_dump_dir);
   check_writable_folder(s, "cache.dir", s.cache.dir);
+  const char* env = std::getenv("GRADD_DAEMON");
+  if (s.daemon.address.empty() && env && *env && !parse_daemon_address(env))
+    throw config_error("<environment>", 0, "daemon.address",
+                       "GRADD_DAEMON=" + config::quoted(env) + " is not host:port");
 }
 
 } // namespace gradd

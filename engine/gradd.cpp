@@ -47,6 +47,7 @@ std::ostream& operator<<(std::ostream& out, const statistics& s) {
       << " captures=" << s.captures << " plans_loaded=" << s.plans_loaded
       << " cache_hits=" << s.cache_hits << " cache_misses=" << s.cache_misses
       << " plans=" << s.plans << " compiles=" << s.compiles
+      << " daemon_plans=" << s.daemon_plans << " daemon_fallbacks=" << s.daemon_fallbacks
       << " graph_backwards=" << s.graph_backwards << " graph_recordings=" << s.graph_recordings
       << " backwards_during_capture=" << s.backwards_during_capture << " graphs=" << s.graphs
       << " graph_bytes=" << s.graph_bytes << " graph_captures=" << s.graph_captures

@@ -70,6 +70,9 @@ struct statistics {
   uint64_t plans = 0;            ///< ready plans in the cache
   uint64_t compiles = 0;         ///< compiles finished (ready or failed)
   uint64_t compiles_in_flight = 0;  ///< compiles not finished yet
+  // With a daemon (daemon.address, $GRADD_DAEMON); zero without one.
+  uint64_t daemon_plans = 0;     ///< of compiles, plans the daemon sent (compiled, shared or kept)
+  uint64_t daemon_fallbacks = 0; ///< graphs that went on without the daemon (daemon.fallback)
   // CUDA graphs (policy cuda_graphs); all zero on the CPU.
   uint64_t graph_backwards = 0;  ///< of plan_backwards, served by replaying a CUDA graph
   uint64_t graph_recordings = 0; ///< of plan_backwards, kept for a graph capture of their shape

@@ -36,6 +36,8 @@ py::dict to_dict(const gradd::statistics& s) {
   d["plans"] = s.plans;
   d["compiles"] = s.compiles;
   d["compiles_in_flight"] = s.compiles_in_flight;
+  d["daemon_plans"] = s.daemon_plans;
+  d["daemon_fallbacks"] = s.daemon_fallbacks;
   d["graph_backwards"] = s.graph_backwards;
   d["graph_recordings"] = s.graph_recordings;
   d["backwards_during_capture"] = s.backwards_during_capture;

@@ -4,6 +4,7 @@
 #include "child_process.hpp"
 
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
@@ -44,6 +45,16 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
     pointers.push_back(s.data());
   pointers.push_back(nullptr);
   return pointers;
+}
+
+/// Fills in how the child ended (wait status `status`) and how long since `start`.
+void settle(child_result& result, std::chrono::steady_clock::time_point start, int status) {
+  result.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - start);
+  if (WIFEXITED(status))
+    result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status) && !result.timed_out)
+    result.signal = WTERMSIG(status);
 }
 
 } // namespace
@@ -118,12 +129,77 @@ child_result run_child(const std::vector<std::string>& argv, std::chrono::millis
     }
     usleep(1000);
   }
-  result.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::steady_clock::now() - start);
-  if (WIFEXITED(status))
-    result.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status) && !result.timed_out)
-    result.signal = WTERMSIG(status);
+  settle(result, start, status);
+  return result;
+}
+
+background_child::background_child(const std::vector<std::string>& argv,
+                                   const std::string& out_file, const std::string& err_file,
+                                   const std::vector<std::string>& env)
+    : out_file_(out_file), err_file_(err_file) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_file.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_file.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  auto args = argv;
+  auto environment = environment_with(env);
+  auto arg_pointers = c_strings(args);
+  auto env_pointers = c_strings(environment);
+  pid_t pid = 0;
+  int spawned = posix_spawn(&pid, arg_pointers[0], &actions, nullptr, arg_pointers.data(),
+                            env_pointers.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0)
+    throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(spawned));
+  pid_ = pid;
+}
+
+background_child::~background_child() {
+  if (!reaped_) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+void background_child::signal(int number) const {
+  if (!reaped_)
+    kill(pid_, number);
+}
+
+child_result background_child::wait(std::chrono::milliseconds bound) {
+  child_result result;
+  auto start = std::chrono::steady_clock::now();
+  int status = 0;
+  while (!reaped_) {
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      reaped_ = true;
+      break;
+    }
+    if (std::chrono::steady_clock::now() - start > bound) {
+      result.timed_out = true;
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+      reaped_ = true;
+      break;
+    }
+    usleep(2000);
+  }
+  settle(result, start, status);
+  auto slurp = [](const std::string& path) {
+    std::string text;
+    if (FILE* f = std::fopen(path.c_str(), "r")) {
+      char buffer[4096];
+      size_t n = 0;
+      while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0)
+        text.append(buffer, n);
+      std::fclose(f);
+    }
+    return text;
+  };
+  result.out = slurp(out_file_);
+  result.err = slurp(err_file_);
   return result;
 }
 

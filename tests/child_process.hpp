@@ -26,4 +26,29 @@ struct child_result {
 child_result run_child(const std::vector<std::string>& argv, std::chrono::milliseconds bound,
                        const std::vector<std::string>& env = {});
 
+/// A child process that runs beside the test (a daemon), its stdout and
+/// stderr going to files. Killed with SIGKILL if still running when it is
+/// destroyed.
+class background_child {
+public:
+  /// Starts `argv` as run_child does; output goes to `out_file`, `err_file`.
+  background_child(const std::vector<std::string>& argv, const std::string& out_file,
+                   const std::string& err_file, const std::vector<std::string>& env = {});
+  ~background_child();
+  background_child(const background_child&) = delete;
+  background_child& operator=(const background_child&) = delete;
+
+  void signal(int number) const;
+
+  /// Waits at most `bound` for it to end (then kills it); its exit as
+  /// run_child reports one, with what it wrote.
+  child_result wait(std::chrono::milliseconds bound);
+
+private:
+  int pid_ = -1;
+  bool reaped_ = false;
+  std::string out_file_;
+  std::string err_file_;
+};
+
 } // namespace gradd::test

@@ -2,6 +2,7 @@
 
 #include "engine/detail/engine_state.hpp"
 
+#include "compiler/portable_key.hpp"
 #include "config/log.hpp"
 #include "cuda/graph_path.hpp"
 
@@ -35,6 +36,8 @@ statistics counters::snapshot() const {
   s.plans_loaded = plans_loaded.load();
   s.cache_hits = cache_hits.load();
   s.cache_misses = cache_misses.load();
+  s.daemon_plans = daemon.plans.load();
+  s.daemon_fallbacks = daemon.fallbacks.load();
   return s;
 }
 
@@ -49,12 +52,13 @@ void counters::reset() {
   plans_loaded = 0;
   cache_hits = 0;
   cache_misses = 0;
+  daemon.plans = 0;
+  daemon.fallbacks = 0;
 }
 
 serving_policy::serving_policy(std::shared_ptr<const settings> config)
     : config(std::move(config)),
-      plan_variant(std::hash<std::string>{}(this->config->passes.pipeline) * 2
-                   + (this->config->passes.gradient_ready ? 1 : 0)) {}
+      plan_variant(compiler::plan_variant(this->config->passes.effective_pipeline())) {}
 
 void engine_state::use_settings(const std::shared_ptr<const settings>& config) {
   if (policy_.load()->config != config)
@@ -73,7 +77,7 @@ void engine_state::start(const std::shared_ptr<const settings>& config) {
       return;
   }
   stop();
-  auto started = std::make_shared<actors::pipeline>(*config, table);
+  auto started = std::make_shared<actors::pipeline>(*config, table, stats.daemon);
   std::unique_lock lock(pipeline_mutex_);
   pipeline_ = std::move(started);
   pipeline_settings_ = config;

@@ -39,7 +39,8 @@ std::string printed(const T& value) {
 /// name every member, so a member added to settings or to a section stops
 /// this compiling: list it here and give it another value in odd_settings().
 field_map policy_fields(const settings& s) {
-  const auto& [compile, cache, fallback, nan_check, passes, cuda_graphs, logging, source] = s;
+  const auto& [compile, cache, fallback, nan_check, passes, cuda_graphs, daemon, logging, source] =
+      s;
   (void)source;  // where the settings were loaded from: not a policy key
   const auto& [mode, threads, timeout_ms, delay_ms] = compile;
   const auto& [max_plans, cache_dir] = cache;
@@ -48,6 +49,8 @@ field_map policy_fields(const settings& s) {
   const auto& [pipeline, gradient_ready] = passes;
   const auto& [graphs_enabled, graph_mode, max_graphs, dynamic_after, memory_limit_mb, hand_out] =
       cuda_graphs;
+  const auto& [address, token_file, daemon_timeout_ms, daemon_fallback, daemon_retry_after_ms,
+               max_clients, max_requests_per_client, max_nodes] = daemon;
   const auto& [level, ir_dump_dir] = logging;
   return {
       {"compile.mode", printed(mode)},
@@ -69,6 +72,14 @@ field_map policy_fields(const settings& s) {
       {"cuda_graphs.dynamic_after", printed(dynamic_after)},
       {"cuda_graphs.memory_limit_mb", printed(memory_limit_mb)},
       {"cuda_graphs.hand_out", printed(hand_out)},
+      {"daemon.address", printed(address)},
+      {"daemon.token_file", printed(token_file)},
+      {"daemon.timeout_ms", printed(daemon_timeout_ms)},
+      {"daemon.fallback", printed(daemon_fallback)},
+      {"daemon.retry_after_ms", printed(daemon_retry_after_ms)},
+      {"daemon.max_clients", printed(max_clients)},
+      {"daemon.max_requests_per_client", printed(max_requests_per_client)},
+      {"daemon.max_nodes", printed(max_nodes)},
       {"logging.level", printed(level)},
       {"logging.ir_dump_dir", printed(ir_dump_dir)},
   };
@@ -96,6 +107,14 @@ settings odd_settings() {
   s.cuda_graphs.dynamic_after = 4;
   s.cuda_graphs.memory_limit_mb = 64;
   s.cuda_graphs.hand_out = gradd::grad_hand_out::copy;
+  s.daemon.address = "127.0.0.1:1";
+  s.daemon.token_file = "/tmp/gradd-odd-token";
+  s.daemon.timeout_ms = 11;
+  s.daemon.fallback = gradd::daemon_fallback::stock;
+  s.daemon.retry_after_ms = 13;
+  s.daemon.max_clients = 2;
+  s.daemon.max_requests_per_client = 3;
+  s.daemon.max_nodes = 17;
   s.logging.level = gradd::log_level::debug;
   s.logging.ir_dump_dir = "/tmp/gradd-odd";
   s.source = "odd.yaml";

@@ -87,7 +87,11 @@ inline const std::vector<hostile_policy>& hostile_policies() {
        "unknown section (known: compile, cache, fallback"},
       {"section named in the singular", "cuda_graph:\n  enabled: true\n", 1, "cuda_graph",
        "unknown section (known: compile, cache, fallback, nan_check, passes, cuda_graphs, "
-       "logging)"},
+       "daemon, logging)"},
+      {"a daemon address without a port", "daemon:\n  address: localhost\n", 2, "daemon.address",
+       "expected host:port with a port in [0, 65535], got 'localhost'"},
+      {"a daemon port out of range", "daemon:\n  address: 127.0.0.1:70000\n", 2,
+       "daemon.address", "expected host:port"},
       {"section in the wrong case", "Compile:\n  mode: sync\n", 1, "Compile", "unknown section"},
       {"numeric section", "1: 2\n", 1, "1", "unknown section"},
       {"unknown key", "compile:\n  mode: sync\n  speed: 3\n", 3, "compile.speed",

@@ -1,0 +1,245 @@
+// The daemon link (see daemon_link.hpp). CAF 0.17 fails no request when the
+// daemon dies or hangs (CAF-0.17.md, section 5): every request has a finite
+// timeout, the daemon is monitored, and a tick while requests are out lets
+// the pipeline's stop settle them at once.
+
+#include "actors/daemon_link.hpp"
+
+#include "compiler/plan.hpp"
+#include "compiler/portable_key.hpp"
+#include "config/daemon_address.hpp"
+#include "config/log.hpp"
+#include "config/token_file.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
+#include <torch/version.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <set>
+
+namespace gradd::actors {
+
+namespace {
+
+using link_pointer = daemon_link_actor::stateful_pointer<daemon_link_state>;
+using clock = std::chrono::steady_clock;
+
+constexpr auto tick_every = std::chrono::milliseconds(20);
+
+/// Where the link is and what it talks to; copied into its handlers.
+struct link {
+  link_pointer self;
+  stage_context* context;
+  capture_actor capture;
+  registry_actor registry;
+
+  daemon_link_state& state() const { return self->state; }
+  const settings& config() const { return context->config; }
+  std::chrono::milliseconds timeout() const {
+    return std::chrono::milliseconds(config().daemon.timeout_ms);
+  }
+
+  /// Logs `what` unless it was the last thing said.
+  void say(log_level level, const std::string& what) const {
+    if (state().said == what)
+      return;
+    state().said = what;
+    log(config().logging.level, level, what);
+  }
+
+  std::string daemon_name() const {
+    auto address = configured_daemon(config());
+    return "gradd daemon at " + (address ? to_string(*address) : std::string("?"));
+  }
+
+  std::string fallback_name() const {
+    return config().daemon.fallback == daemon_fallback::local ? "compiling in this process"
+                                                              : "the stock engine serves";
+  }
+
+  /// The job goes on without the daemon, by daemon.fallback.
+  void without_daemon(capture_job job, const std::string& why) const {
+    if (context->stopping.load()) {
+      caf::anon_send(registry, compile_result::failure(job.graph_id, "daemon link",
+                                                       "cancelled: gradd is stopping"));
+      return;
+    }
+    context->counters->fallbacks.fetch_add(1, std::memory_order_relaxed);
+    if (config().daemon.fallback == daemon_fallback::local)
+      caf::anon_send(capture, std::move(job));
+    else
+      caf::anon_send(registry, compile_result::failure(job.graph_id, "daemon", why.c_str()));
+  }
+
+  /// The daemon is gone or never came: every job waiting for it goes on
+  /// without it, and it is tried again after daemon.retry_after_ms.
+  void lost(const std::string& why) const {
+    auto& s = state();
+    s.connecting = false;
+    s.daemon = nullptr;
+    s.retry_at = clock::now() + std::chrono::milliseconds(config().daemon.retry_after_ms);
+    say(log_level::warning, daemon_name() + " " + why + "; " + fallback_name()
+                                + " until it is back (tried again after "
+                                + std::to_string(config().daemon.retry_after_ms) + " ms)");
+    auto queued = std::move(s.queued);
+    s.queued.clear();
+    for (auto& job : queued)
+      without_daemon(std::move(job), why);
+    auto out = std::move(s.out);
+    s.out.clear();
+    for (auto& [id, request] : out)
+      without_daemon(std::move(*request.job), why);
+  }
+
+  void start_ticking() const {
+    if (state().ticking)
+      return;
+    state().ticking = true;
+    self->delayed_send(self, tick_every, link_tick{});
+  }
+
+  void send(capture_job job) const {
+    auto shared = std::make_shared<capture_job>(std::move(job));
+    state().out[shared->graph_id] = {shared, clock::now() + timeout()};
+    start_ticking();
+    auto me = *this;
+    self->request(state().daemon, timeout(),
+                  compile_request{config().passes.effective_pipeline(), shared->ir})
+        .then(
+            [me, shared](compiled_plan& reply) {
+              if (!me.take_back(shared))
+                return;  // it went on without the daemon already
+              if (!compiler::same_structure(reply.ir, shared->ir)
+                  || !compiler::sequence_order_holds(reply.plan, shared->ir)) {
+                me.without_daemon(std::move(*shared), "the daemon's plan does not fit the graph");
+                return;
+              }
+              me.context->counters->plans.fetch_add(1, std::memory_order_relaxed);
+              compile_result result;
+              result.graph_id = shared->graph_id;
+              result.ok = true;
+              result.ir = std::move(reply.ir);
+              result.plan = std::move(reply.plan);
+              caf::anon_send(me.registry, std::move(result));
+            },
+            [me, shared](caf::error& error) {
+              if (!me.take_back(shared))
+                return;
+              auto why = me.self->system().render(error);
+              me.say(log_level::warning, me.daemon_name() + " did not compile graph "
+                                             + std::to_string(shared->graph_id) + ": " + why
+                                             + "; " + me.fallback_name() + " it");
+              me.without_daemon(std::move(*shared), why);
+            });
+  }
+
+  /// Removes `job` from the requests out; false if it is not there any more.
+  bool take_back(const std::shared_ptr<capture_job>& job) const {
+    auto found = state().out.find(job->graph_id);
+    if (found == state().out.end() || found->second.job != job)
+      return false;
+    state().out.erase(found);
+    return true;
+  }
+
+  /// Connects and says hello; jobs queue meanwhile.
+  void connect() const {
+    auto address = configured_daemon(config());
+    std::string token;
+    try {
+      token = read_token(token_file_path(config()));
+    } catch (const std::exception& e) {
+      lost(std::string("cannot be used: ") + e.what());
+      return;
+    }
+    state().connecting = true;
+    auto me = *this;
+    auto middleman = self->system().middleman().actor_handle();
+    self->request(middleman, timeout(), caf::connect_atom::value, address->host, address->port)
+        .then(
+            [me, token](caf::node_id&, caf::strong_actor_ptr& found, std::set<std::string>& ifs) {
+              if (!found || ifs != me.self->system().message_types<daemon_actor>()) {
+                me.lost("speaks another protocol");
+                return;
+              }
+              me.hello(caf::actor_cast<daemon_actor>(found), token);
+            },
+            [me](caf::error& error) {
+              me.lost("cannot be reached: " + me.self->system().render(error));
+            });
+  }
+
+  void hello(daemon_actor daemon, const std::string& token) const {
+    const char* rank = std::getenv("RANK");
+    client_hello greeting{token, GRADD_VERSION, TORCH_VERSION, static_cast<int32_t>(::getpid()),
+                          rank ? std::atoi(rank) : -1};
+    auto me = *this;
+    self->request(daemon, timeout(), std::move(greeting))
+        .then(
+            [me, daemon](daemon_welcome& welcome) {
+              auto& s = me.state();
+              s.connecting = false;
+              s.daemon = daemon;
+              me.self->monitor(daemon);
+              me.say(log_level::info, me.daemon_name() + " compiles for this process (client "
+                                          + std::to_string(welcome.client_id) + ")");
+              auto queued = std::move(s.queued);
+              s.queued.clear();
+              for (auto& job : queued)
+                me.send(std::move(job));
+            },
+            [me](caf::error& error) {
+              me.lost("refused this process: " + me.self->system().render(error));
+            });
+  }
+
+  void tick() const {
+    auto& s = state();
+    s.ticking = false;
+    auto now = clock::now();
+    std::vector<std::shared_ptr<capture_job>> late;
+    for (auto& [id, request] : s.out)
+      if (context->stopping.load() || now > request.deadline)
+        late.push_back(request.job);
+    for (auto& job : late) {
+      take_back(job);
+      without_daemon(std::move(*job), "no answer within daemon.timeout_ms");
+    }
+    if (!s.out.empty())
+      start_ticking();
+  }
+};
+
+} // namespace
+
+daemon_link_actor::behavior_type daemon_link_stage(link_pointer self, stage_context* context,
+                                                   capture_actor capture,
+                                                   registry_actor registry) {
+  link me{self, context, std::move(capture), std::move(registry)};
+  self->set_down_handler([me](caf::down_msg& down) {
+    if (down.source == me.state().daemon.address())
+      me.lost("went away: " + me.self->system().render(down.reason));
+  });
+  me.connect();
+  return {
+    [me](capture_job& job) {
+      auto& s = me.state();
+      if (s.daemon)
+        me.send(std::move(job));
+      else if (s.connecting)
+        s.queued.push_back(std::move(job));
+      else if (clock::now() < s.retry_at)
+        me.without_daemon(std::move(job), "the daemon is away");
+      else {
+        s.queued.push_back(std::move(job));
+        me.connect();
+      }
+    },
+    [me](link_tick) { me.tick(); },
+  };
+}
+
+} // namespace gradd::actors

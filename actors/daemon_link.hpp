@@ -1,0 +1,65 @@
+#pragma once
+
+// The daemon link: the pipeline's first stage in a process with a daemon
+// configured (daemon.address, $GRADD_DAEMON). It sends each captured node
+// table to `gradd daemon` and hands the plan that comes back to the
+// registry, as if compiled here. Whenever the daemon cannot serve (absent,
+// refusing, slow, dead, or a plan that does not fit), the job goes on
+// without it, by daemon.fallback: to this process's own capture stage, or
+// to the stock engine. Never waits for the daemon past daemon.timeout_ms,
+// and tries a lost daemon again after daemon.retry_after_ms.
+
+#include "actors/capture_actor.hpp"
+#include "actors/daemon_protocol.hpp"
+#include "actors/registry_actor.hpp"
+#include "actors/stage_context.hpp"
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <chrono>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+namespace gradd::actors {
+
+/// Sent by the link to itself while requests are out: checks their
+/// deadlines and whether the pipeline stops.
+struct link_tick {};
+
+} // namespace gradd::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradd::actors::link_tick)  // to itself only
+
+namespace gradd::actors {
+
+using daemon_link_actor = caf::typed_actor<caf::reacts_to<capture_job>, caf::reacts_to<link_tick>>;
+
+struct daemon_link_state {
+  static inline const char* name = "gradd.daemon_link";
+
+  // Not an aggregate: CAF constructs a state from the actor's pointer where
+  // it can, which would make `daemon` a handle to the link itself.
+  daemon_link_state() = default;
+
+  struct request {
+    std::shared_ptr<capture_job> job;
+    std::chrono::steady_clock::time_point deadline;
+  };
+
+  daemon_actor daemon;  ///< welcomed; invalid while there is none
+  bool connecting = false;
+  bool ticking = false;
+  std::chrono::steady_clock::time_point retry_at{};
+  std::vector<capture_job> queued;  ///< arrived while connecting
+  std::unordered_map<uint64_t, request> out;  ///< sent, by graph id
+  std::string said;  ///< the last problem logged, so each is said once
+};
+
+daemon_link_actor::behavior_type daemon_link_stage(
+    daemon_link_actor::stateful_pointer<daemon_link_state> self, stage_context* context,
+    capture_actor capture, registry_actor registry);
+
+} // namespace gradd::actors

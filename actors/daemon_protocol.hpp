@@ -1,0 +1,153 @@
+#pragma once
+
+// What a training process and `gradd daemon` say to each other over CAF's
+// middleman (docs/design.md, "The daemon"). The field lists are the wire
+// format: CAF 0.17 checks no schema across versions, so
+// `daemon_protocol_id` (the middleman's application identifier) changes
+// with any of them, and the hello carries gradd's and torch's versions.
+
+#include "actors/ir_inspect.hpp"
+
+#include <caf/atom.hpp>
+#include <caf/error.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gradd::actors {
+
+inline constexpr const char* daemon_protocol_id = "gradd-daemon-1";
+
+/// Why the daemon refused a request: `caf::error`s of category "gradd".
+enum class daemon_errc : uint8_t {
+  wrong_token = 1,  ///< the hello's token is not the daemon's
+  wrong_version,    ///< another gradd or torch version
+  not_welcomed,     ///< a request on a connection that has not said hello
+  too_busy,         ///< a bound on clients, requests in flight or graph size
+  compile_failed,   ///< lowering, a pass or plan building failed
+  stopping,         ///< the daemon drains after SIGTERM
+};
+
+std::string to_string(daemon_errc code);
+
+/// A refusal: `code`, with `what` for the log of the one refused.
+caf::error make_error(daemon_errc code, std::string what);
+
+/// Renders gradd's errors in CAF's messages (actor_system_config::
+/// add_error_category).
+std::string render_daemon_error(uint8_t code, caf::atom_value category,
+                                const caf::message& context);
+
+/// The first request of a connection.
+struct client_hello {
+  std::string token;          ///< the daemon's token file's content
+  std::string gradd_version;
+  std::string torch_version;
+  int32_t pid = 0;
+  int32_t rank = -1;          ///< $RANK, where a launcher set it
+};
+
+struct daemon_welcome {
+  uint64_t client_id = 0;
+};
+
+/// A captured node table to compile under the pass pipeline `passes`
+/// (settings::passes_section::effective_pipeline()).
+struct compile_request {
+  std::string passes;
+  compiler::graph table;
+};
+
+/// How the daemon came by a plan.
+enum class plan_source : uint8_t {
+  compiled,  ///< compiled for this request
+  shared,    ///< another client's compile of the same structure, waited for
+  cached,    ///< compiled earlier, kept in memory
+  disk,      ///< kept in the daemon's cache.dir by an earlier daemon
+};
+
+std::string to_string(plan_source source);
+
+struct compiled_plan {
+  compiler::graph ir;
+  compiler::plan plan;
+  plan_source source = plan_source::compiled;
+};
+
+/// Asks for the daemon's statistics; the token as in the hello.
+struct status_request {
+  std::string token;
+};
+
+struct client_status {
+  uint64_t id = 0;
+  int32_t pid = 0;
+  int32_t rank = -1;
+  uint64_t requests = 0;
+  uint64_t served_without_compile = 0;  ///< shared, cached or disk
+};
+
+struct daemon_status {
+  std::string gradd_version;
+  std::string torch_version;
+  uint64_t clients = 0;            ///< connected now
+  uint64_t requests = 0;           ///< compile requests answered or waiting
+  uint64_t compiles = 0;           ///< compiles run
+  uint64_t compiles_saved = 0;     ///< requests served without a compile
+  uint64_t disk_loads = 0;         ///< plans read from cache.dir
+  uint64_t failed = 0;             ///< compiles that failed
+  uint64_t refused = 0;            ///< hellos and requests refused
+  uint64_t structures = 0;         ///< plans held in memory
+  uint64_t in_flight = 0;          ///< compiles running
+  std::vector<client_status> per_client;
+};
+
+/// The daemon's interface: what a client may ask.
+using daemon_actor = caf::typed_actor<caf::replies_to<client_hello>::with<daemon_welcome>,
+                                      caf::replies_to<compile_request>::with<compiled_plan>,
+                                      caf::replies_to<status_request>::with<daemon_status>>;
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, client_hello& x) {
+  return f(caf::meta::type_name("gradd.client_hello"), x.token, x.gradd_version, x.torch_version,
+           x.pid, x.rank);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, daemon_welcome& x) {
+  return f(caf::meta::type_name("gradd.daemon_welcome"), x.client_id);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, compile_request& x) {
+  return f(caf::meta::type_name("gradd.compile_request"), x.passes, x.table);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, compiled_plan& x) {
+  return f(caf::meta::type_name("gradd.compiled_plan"), x.ir, x.plan, x.source);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, status_request& x) {
+  return f(caf::meta::type_name("gradd.status_request"), x.token);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, client_status& x) {
+  return f(caf::meta::type_name("gradd.client_status"), x.id, x.pid, x.rank, x.requests,
+           x.served_without_compile);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, daemon_status& x) {
+  return f(caf::meta::type_name("gradd.daemon_status"), x.gradd_version, x.torch_version,
+           x.clients, x.requests, x.compiles, x.compiles_saved, x.disk_loads, x.failed,
+           x.refused, x.structures, x.in_flight, x.per_client);
+}
+
+} // namespace gradd::actors

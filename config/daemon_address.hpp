@@ -1,0 +1,30 @@
+#pragma once
+
+// Where a `gradd daemon` listens: "host:port" (policy daemon.address,
+// $GRADD_DAEMON).
+
+#include "config/settings.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace gradd {
+
+struct daemon_address {
+  std::string host;
+  uint16_t port = 0;  ///< 0: the daemon lets the system pick one
+};
+
+/// "host:port" with a non-empty host and a decimal port in [0, 65535];
+/// nullopt for anything else.
+std::optional<daemon_address> parse_daemon_address(const std::string& text);
+
+std::string to_string(const daemon_address& address);
+
+/// The daemon a process compiles with: daemon.address, else $GRADD_DAEMON;
+/// nullopt for none (or an address that does not parse: check_usable
+/// refuses those at enable).
+std::optional<daemon_address> configured_daemon(const settings& s);
+
+} // namespace gradd

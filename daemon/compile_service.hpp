@@ -1,0 +1,95 @@
+#pragma once
+
+// The daemon's service: the one actor `gradd daemon` publishes. It welcomes
+// clients that present the token and run the same gradd and torch, compiles
+// each structure once for all of them (a request for a structure being
+// compiled waits for that compile; a compiled one is answered at once),
+// keeps plans in memory (cache.max_plans) and in cache.dir, and refuses
+// what goes past its bounds (daemon.max_*) with a gradd error, logged. The
+// compiles run on a TBB arena; the actor only keeps the books.
+
+#include "actors/daemon_protocol.hpp"
+#include "config/settings.hpp"
+
+#include <caf/actor_addr.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+#include <oneapi/tbb/task_arena.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace gradd::daemon {
+
+/// A compile (or a load from cache.dir) done on the arena, back to the service.
+struct compile_finished {
+  uint64_t key = 0;
+  std::optional<actors::compiled_plan> plan;  ///< empty when it failed
+  std::string error;
+  double ms = 0;
+};
+
+/// From `gradd daemon`'s main thread: a new, validated policy (SIGHUP).
+struct reload {
+  settings config;
+};
+
+/// From `gradd daemon`'s main thread: refuse new work, finish the compiles
+/// running, then quit (SIGTERM).
+struct drain {};
+
+} // namespace gradd::daemon
+
+// Messages within the daemon's process only: never serialized.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradd::daemon::compile_finished)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradd::daemon::reload)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradd::daemon::drain)
+
+namespace gradd::daemon {
+
+using service_actor = actors::daemon_actor::extend<
+    caf::reacts_to<compile_finished>, caf::reacts_to<reload>, caf::reacts_to<drain>>;
+
+struct service_state {
+  static inline const char* name = "gradd.daemon";
+
+  struct client {
+    actors::client_status status;
+    uint32_t waiting = 0;  ///< its compile requests not answered yet
+  };
+
+  struct waiter {
+    caf::typed_response_promise<actors::compiled_plan> promise;
+    caf::actor_addr client;
+  };
+
+  /// One structure under one pass pipeline and sequence order.
+  struct entry {
+    compiler::graph table;  ///< the table of the request that started it
+    std::optional<actors::compiled_plan> plan;
+    std::vector<waiter> waiters;  ///< while it compiles
+  };
+
+  settings config;
+  std::string token;
+  tbb::task_arena* arena = nullptr;
+  std::map<caf::actor_addr, client> clients;
+  uint64_t next_client = 1;
+  std::unordered_map<uint64_t, entry> entries;
+  std::deque<uint64_t> compiled_order;  ///< keys of compiled entries, oldest first
+  actors::daemon_status counts;
+  bool draining = false;
+};
+
+service_actor::behavior_type compile_service(service_actor::stateful_pointer<service_state> self,
+                                             settings config, std::string token,
+                                             tbb::task_arena* arena);
+
+} // namespace gradd::daemon

@@ -1,0 +1,207 @@
+// The daemon's protocol seen from a client that breaks its rules: each
+// refusal is a gradd error naming what was wrong, and the daemon keeps
+// serving. And a training process that loses its daemon and picks up the
+// restarted one.
+
+#include "actors/actor_system.hpp"
+#include "actors/daemon_protocol.hpp"
+#include "actors/type_ids.hpp"
+#include "config/daemon_address.hpp"
+#include "config/token_file.hpp"
+#include "daemon/test_daemon.hpp"
+#include "engine/gradd.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <torch/version.h>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <csignal>
+#include <thread>
+
+namespace {
+
+using namespace gradd::test;
+using gradd::actors::daemon_errc;
+using namespace std::chrono_literals;
+
+/// A captured node table: the root, `links` nodes of type `kind` in a
+/// chain, and an AccumulateGrad.
+gradd::compiler::graph chain_table(size_t links, const std::string& kind) {
+  using namespace gradd::compiler;
+  graph g;
+  node_info root;
+  root.type_name = "torch::autograd::GraphRoot";
+  root.is_root = true;
+  root.sequence_nr = 1000;
+  root.edges = {{1, 0}};
+  g.nodes.push_back(root);
+  for (size_t i = 0; i < links; ++i) {
+    node_info n;
+    n.type_name = kind;
+    n.sequence_nr = 500 - i;
+    n.inputs = {tensor_meta{{2}, "float", "cpu", true}};
+    n.edges = {{static_cast<uint32_t>(i + 2), 0}};
+    g.nodes.push_back(n);
+  }
+  node_info acc;
+  acc.type_name = "torch::autograd::AccumulateGrad";
+  acc.sequence_nr = UINT64_MAX;
+  acc.is_accumulate_grad = true;
+  acc.inputs = {tensor_meta{{2}, "float", "cpu", true}};
+  g.nodes.push_back(acc);
+  return g;
+}
+
+/// The gradd error code of `e`, 0 for another category.
+uint8_t gradd_code(const caf::error& e) {
+  return e.category() == caf::atom("gradd") ? e.code() : 0;
+}
+
+/// A client of the daemon at `address` in an actor system of the test's own.
+struct raw_client {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> system;
+  gradd::actors::daemon_actor daemon;
+
+  explicit raw_client(const std::string& address) {
+    gradd::actors::configure_actor_system(cfg, 1);
+    system = std::make_unique<caf::actor_system>(cfg);
+    system->await_actors_before_shutdown(false);
+    auto where = gradd::parse_daemon_address(address);
+    auto found = caf::io::remote_actor<gradd::actors::daemon_actor>(*system, where->host, where->port);
+    REQUIRE(found);
+    daemon = *found;
+  }
+
+  /// Sends `message` from `self` and returns the reply or the error.
+  template <class Reply, class Message>
+  caf::expected<Reply> ask(caf::scoped_actor& self, Message message) {
+    caf::expected<Reply> result = caf::sec::request_timeout;
+    self->request(daemon, 20s, std::move(message))
+        .receive([&](Reply& reply) { result = std::move(reply); },
+                 [&](caf::error& e) { result = std::move(e); });
+    return result;
+  }
+};
+
+gradd::actors::client_hello hello_with(const std::string& token) {
+  return {token, GRADD_VERSION, TORCH_VERSION, 1, -1};
+}
+
+} // namespace
+
+TEST_CASE("the daemon refuses what breaks its rules, as gradd errors, and keeps serving",
+          "[daemon]") {
+  case_folder folder;
+  test_daemon daemon(folder, "compile:\n  delay_ms: 300\n", "127.0.0.1:0", "daemon",
+                     "  max_nodes: 8\n  max_requests_per_client: 2\n");
+  auto token = gradd::read_token(daemon.token_file());
+  raw_client client(daemon.address());
+  caf::scoped_actor self{*client.system};
+  gradd::actors::compile_request small{"default", chain_table(2, "MulBackward0")};
+
+  auto before_hello = client.ask<gradd::actors::compiled_plan>(self, small);
+  REQUIRE(!before_hello);
+  CHECK(gradd_code(before_hello.error()) == static_cast<uint8_t>(daemon_errc::not_welcomed));
+
+  auto old_client = hello_with(token);
+  old_client.gradd_version = "0.0.1";
+  auto refused = client.ask<gradd::actors::daemon_welcome>(self, old_client);
+  REQUIRE(!refused);
+  CHECK(gradd_code(refused.error()) == static_cast<uint8_t>(daemon_errc::wrong_version));
+  CHECK_THAT(client.system->render(refused.error()), Catch::Contains("gradd 0.0.1"));
+
+  REQUIRE(client.ask<gradd::actors::daemon_welcome>(self, hello_with(token)));
+  auto too_large = client.ask<gradd::actors::compiled_plan>(
+      self, gradd::actors::compile_request{"default", chain_table(20, "MulBackward0")});
+  REQUIRE(!too_large);
+  CHECK(gradd_code(too_large.error()) == static_cast<uint8_t>(daemon_errc::too_busy));
+  auto unknown_pass = client.ask<gradd::actors::compiled_plan>(
+      self, gradd::actors::compile_request{"fuse_everything", chain_table(2, "MulBackward0")});
+  REQUIRE(!unknown_pass);
+  CHECK(gradd_code(unknown_pass.error()) == static_cast<uint8_t>(daemon_errc::compile_failed));
+
+  SECTION("a flood from one client: beyond max_requests_per_client, refused at once") {
+    std::atomic<int> served{0}, busy{0}, other{0};
+    auto daemon_handle = client.daemon;
+    client.system->spawn([&, daemon_handle, token](caf::event_based_actor* flooder) {
+      flooder->request(daemon_handle, 20s, hello_with(token))
+          .then([&, flooder, daemon_handle](gradd::actors::daemon_welcome&) {
+            for (int i = 0; i < 6; ++i)
+              flooder
+                  ->request(daemon_handle, 20s,
+                            gradd::actors::compile_request{
+                                "default", chain_table(2, "Kind" + std::to_string(i))})
+                  .then([&](gradd::actors::compiled_plan&) { ++served; },
+                        [&](caf::error& e) {
+                          ++(gradd_code(e) == static_cast<uint8_t>(daemon_errc::too_busy) ? busy
+                                                                                        : other);
+                        });
+          });
+    });
+    auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (served + busy + other < 6 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(10ms);
+    CHECK(served == 2);
+    CHECK(busy == 4);
+    CHECK(other == 0);
+  }
+
+  SECTION("a well-behaved request after all that") {
+    auto plan = client.ask<gradd::actors::compiled_plan>(self, small);
+    REQUIRE(plan);
+    CHECK(plan->source == gradd::actors::plan_source::compiled);
+    CHECK(plan->plan.steps.size() == 4);
+    auto again = client.ask<gradd::actors::compiled_plan>(self, small);
+    REQUIRE(again);
+    CHECK(again->source == gradd::actors::plan_source::cached);
+    CHECK(again->plan == plan->plan);
+  }
+  CHECK(daemon.status("refused") >= 4);
+}
+
+TEST_CASE("a training process goes on without its killed daemon and picks up the restarted one",
+          "[daemon]") {
+  case_folder folder;
+  auto address = "127.0.0.1:" + std::to_string(free_port());
+  gradd::settings s;
+  s.compile.mode = gradd::compile_mode::sync;
+  s.daemon.address = address;
+  s.daemon.token_file = folder / "token";
+  s.daemon.retry_after_ms = 100;
+  gradd::reset();
+
+  auto backward = [](int layers) {
+    torch::manual_seed(layers);
+    auto w = torch::randn({4, 4}, torch::dtype(torch::kFloat64)).requires_grad_();
+    auto y = torch::ones({2, 4}, torch::dtype(torch::kFloat64));
+    for (int i = 0; i < layers; ++i)
+      y = torch::tanh(y.matmul(w));
+    y.sum().backward();
+    return w.grad().clone();
+  };
+  auto stock = [&](int layers) {
+    gradd::disable_guard off;
+    return backward(layers);
+  };
+  auto first = std::make_unique<test_daemon>(folder, "", address, "first");
+  gradd::enable_guard on{s};
+  CHECK(torch::equal(backward(1), stock(1)));
+  CHECK(gradd::stats().daemon_plans == 1);
+
+  first->signal(SIGKILL);
+  first->wait(10s);
+  first.reset();
+  CHECK(torch::equal(backward(2), stock(2)));
+  CHECK(gradd::stats().daemon_fallbacks == 1);
+  CHECK(gradd::stats().plan_backwards == 2);
+
+  test_daemon second(folder, "", address, "second");
+  std::this_thread::sleep_for(200ms);  // past daemon.retry_after_ms
+  CHECK(torch::equal(backward(3), stock(3)));
+  CHECK(gradd::stats().daemon_plans == 2);
+  CHECK(gradd::stats().plan_backwards == 3);
+}
