@@ -24,11 +24,11 @@ std::string to_string(const daemon_address& address) {
 }
 
 std::optional<daemon_address> configured_daemon(const settings& s) {
-  if (!s.daemon.address.empty())
-    return parse_daemon_address(s.daemon.address);
-  if (const char* env = std::getenv("GRADD_DAEMON"); env && *env)
-    return parse_daemon_address(env);
-  return std::nullopt;
+  const char* env = std::getenv("GRADD_DAEMON");
+  auto address = parse_daemon_address(env && *env ? env : s.daemon.address);
+  if (!address || address->port == 0)
+    return std::nullopt;
+  return address;
 }
 
 } // namespace gradd

@@ -22,9 +22,10 @@ std::optional<daemon_address> parse_daemon_address(const std::string& text);
 
 std::string to_string(const daemon_address& address);
 
-/// The daemon a process compiles with: daemon.address, else $GRADD_DAEMON;
-/// nullopt for none (or an address that does not parse: check_usable
-/// refuses those at enable).
+/// The daemon a process compiles with: $GRADD_DAEMON (a launcher's, naming
+/// the daemon it runs), else daemon.address; nullopt for none, for port 0
+/// (which only tells a daemon to listen on any port), or for an address
+/// that does not parse (check_usable refuses those at enable).
 std::optional<daemon_address> configured_daemon(const settings& s);
 
 } // namespace gradd

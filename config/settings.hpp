@@ -90,11 +90,11 @@ struct settings {
     grad_hand_out hand_out = grad_hand_out::borrow;
   } cuda_graphs;
   struct daemon_section {
-    /// A process: the `gradd daemon` to compile with, "host:port" ("" =
-    /// $GRADD_DAEMON, else none). The daemon: where it listens.
+    /// A process: the `gradd daemon` to compile with, "host:port" ("" or
+    /// port 0: none); $GRADD_DAEMON wins. The daemon: where it listens.
     std::string address;
-    /// The daemon's token, mode 0600 ("" = $GRADD_TOKEN_FILE, else
-    /// /tmp/gradd-<uid>/token). The daemon creates it if missing.
+    /// The daemon's token, mode 0600 ("" = /tmp/gradd-<uid>/token);
+    /// $GRADD_TOKEN_FILE wins. The daemon creates it if missing.
     std::string token_file;
     uint32_t timeout_ms = 15000;       ///< a request (a compile included) gives up after this
     daemon_fallback fallback = daemon_fallback::local;

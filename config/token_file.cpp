@@ -38,10 +38,10 @@ std::string random_token() {
 } // namespace
 
 std::string token_file_path(const settings& s) {
-  if (!s.daemon.token_file.empty())
-    return s.daemon.token_file;
   if (const char* env = std::getenv("GRADD_TOKEN_FILE"); env && *env)
     return env;
+  if (!s.daemon.token_file.empty())
+    return s.daemon.token_file;
   return "/tmp/gradd-" + std::to_string(::getuid()) + "/token";
 }
 

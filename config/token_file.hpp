@@ -10,8 +10,8 @@
 
 namespace gradd {
 
-/// The token file of `s`: daemon.token_file, else $GRADD_TOKEN_FILE, else
-/// /tmp/gradd-<uid>/token.
+/// The token file of `s`: $GRADD_TOKEN_FILE (a launcher's), else
+/// daemon.token_file, else /tmp/gradd-<uid>/token.
 std::string token_file_path(const settings& s);
 
 /// The token in the file at `path`. Throws std::runtime_error naming the

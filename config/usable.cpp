@@ -54,7 +54,7 @@ void check_usable(const settings& s) {
   check_writable_folder(s, "logging.ir_dump_dir", s.logging.ir_dump_dir);
   check_writable_folder(s, "cache.dir", s.cache.dir);
   const char* env = std::getenv("GRADD_DAEMON");
-  if (s.daemon.address.empty() && env && *env && !parse_daemon_address(env))
+  if (env && *env && !parse_daemon_address(env))
     throw config_error("<environment>", 0, "daemon.address",
                        "GRADD_DAEMON=" + config::quoted(env) + " is not host:port");
 }

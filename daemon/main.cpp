@@ -1,18 +1,21 @@
-// gradd: the daemon and its status.
+// gradd: the daemon, its status, and the launcher.
 //
-//   gradd daemon [--config FILE] [--address-file FILE]
+//   gradd daemon [--config FILE] [--address HOST:PORT] [--address-file FILE]
 //   gradd status [--config FILE] [--json | --prometheus]
+//   gradd launch --nproc N [--config FILE] -- CMD ARGS...
 //
 // `daemon` serves compiles to the training processes of this machine
-// (docs/design.md, "The daemon"): it listens on daemon.address (default
-// 127.0.0.1:29517; port 0 lets the system pick), prints where on its first
+// (docs/design.md, "The daemon"): it listens on --address, else
+// daemon.address (default 127.0.0.1:29517; port 0 lets the system pick),
+// prints where on its first
 // line of stdout (and into --address-file), and creates daemon.token_file
 // if missing. SIGTERM or SIGINT: refuse new work, finish the compiles
 // running, exit 0. SIGHUP: read the policy file again and use it if valid
 // (a bad one is logged, and the old one kept).
 // `status` asks the daemon of daemon.address ($GRADD_DAEMON) for its
-// statistics. Exit status: 0; 1 when the daemon cannot start or be reached;
-// 2 for bad arguments or a bad policy.
+// statistics. `launch` runs N ranks beside a daemon (daemon/launch.hpp).
+// Exit status: 0; 1 when the daemon cannot start or be reached; 2 for bad
+// arguments or a bad policy; launch: the first failing rank's.
 
 #include "actors/actor_system.hpp"
 #include "actors/type_ids.hpp"
@@ -22,12 +25,15 @@
 #include "config/usable.hpp"
 #include "daemon/compile_service.hpp"
 #include "daemon/daemon_log.hpp"
+#include "daemon/launch.hpp"
 #include "daemon/status_text.hpp"
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
+
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdio>
@@ -46,14 +52,18 @@ constexpr const char* default_listen = "127.0.0.1:29517";
 struct options {
   std::string command;
   std::string config;
+  std::string address;  ///< daemon: overrides daemon.address
   std::string address_file;
   std::string format = "text";
+  int ranks = 0;
+  std::vector<std::string> rank_command;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "gradd: " << why << "\n"
-            << "usage: gradd daemon [--config FILE] [--address-file FILE]\n"
-            << "       gradd status [--config FILE] [--json | --prometheus]\n";
+            << "usage: gradd daemon [--config FILE] [--address HOST:PORT] [--address-file FILE]\n"
+            << "       gradd status [--config FILE] [--json | --prometheus]\n"
+            << "       gradd launch --nproc N [--config FILE] -- CMD ARGS...\n";
   std::exit(2);
 }
 
@@ -62,10 +72,14 @@ options parse(int argc, char** argv) {
     usage("no command");
   options o;
   o.command = argv[1];
-  if (o.command != "daemon" && o.command != "status")
+  if (o.command != "daemon" && o.command != "status" && o.command != "launch")
     usage("unknown command '" + o.command + "'");
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg == "--" && o.command == "launch") {
+      o.rank_command.assign(argv + i + 1, argv + argc);
+      break;
+    }
     auto value = [&]() -> std::string {
       if (i + 1 >= argc)
         usage(arg + " needs a value");
@@ -75,11 +89,24 @@ options parse(int argc, char** argv) {
       o.config = value();
     else if (arg == "--address-file" && o.command == "daemon")
       o.address_file = value();
+    else if (arg == "--address" && o.command == "daemon")
+      o.address = value();
+    else if (arg == "--nproc" && o.command == "launch") {
+      auto n = value();
+      if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos
+          || std::stoi(n) < 1)
+        usage("--nproc needs a number of ranks, 1 or more");
+      o.ranks = std::stoi(n);
+    }
     else if ((arg == "--json" || arg == "--prometheus") && o.command == "status")
       o.format = arg.substr(2);
     else
       usage("unknown argument '" + arg + "'");
   }
+  if (o.address.size() && !parse_daemon_address(o.address))
+    usage("--address needs host:port");
+  if (o.command == "launch" && (o.ranks == 0 || o.rank_command.empty()))
+    usage("launch needs --nproc N and -- CMD");
   return o;
 }
 
@@ -118,6 +145,8 @@ int run_daemon(const options& o) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto config = policy(o);
+  if (!o.address.empty())
+    config.daemon.address = o.address;
   auto listen = parse_daemon_address(config.daemon.address.empty() ? default_listen
                                                                     : config.daemon.address);
   std::string token;
@@ -223,9 +252,18 @@ int run_status(const options& o) {
   return code;
 }
 
+/// This program's path, for the launcher to start `gradd daemon`.
+std::string own_path(const char* argv0) {
+  char path[4096];
+  auto n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  return n > 0 ? std::string(path, static_cast<size_t>(n)) : std::string(argv0);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   auto o = parse(argc, argv);
+  if (o.command == "launch")
+    return daemon::launch(own_path(argv[0]), {o.ranks, o.config, o.rank_command});
   return o.command == "daemon" ? run_daemon(o) : run_status(o);
 }

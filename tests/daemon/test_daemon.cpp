@@ -100,7 +100,7 @@ std::string rank_policy(const case_folder& folder, const std::string& extra,
 
 child_result run_rank(const std::string& policy, const std::vector<std::string>& env,
                       int backwards) {
-  return run_child({GRADD_RANK_CHILD, policy, std::to_string(backwards)}, std::chrono::seconds(90),
+  return run_child({GRADD_RANK, policy, std::to_string(backwards)}, std::chrono::seconds(90),
                    env);
 }
 

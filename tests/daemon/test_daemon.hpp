@@ -1,7 +1,7 @@
 #pragma once
 
 // What the daemon tests share: a folder per case, a `gradd daemon` started
-// for the case, ranks (tests/daemon/rank_child.cpp) run against it, and the
+// for the case, ranks (tests/daemon/examples/rank.cpp) run against it, and the
 // statistics both print.
 
 #include "child_process.hpp"

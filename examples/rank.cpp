@@ -1,16 +1,20 @@
-// One training rank for the daemon tests: a child process that compiles
-// with the daemon that $GRADD_DAEMON and $GRADD_TOKEN_FILE name.
+// One training rank, as `gradd launch` runs it (make demo), and as the
+// daemon tests do: it compiles with the daemon that $GRADD_DAEMON and
+// $GRADD_TOKEN_FILE name, when they do.
 //
-//   gradd_rank_child POLICY BACKWARDS
+//   gradd_rank POLICY BACKWARDS
 //
 // Under the policy file POLICY, runs BACKWARDS backwards of each of three
 // structures (chains of 1, 2 and 3 tanh layers), each one's gradients
-// compared with the stock engine's for the same step, bitwise. Prints, per
-// structure, the first backward a plan served, then the statistics:
+// compared with the stock engine's for the same step, bitwise. Prints who
+// served each backward, per structure the first backward a plan served,
+// and the statistics:
 //
-//   structure=0 first_plan=0 plans=5
+//   rank 0 structure 0 backward 0: plan, gradients equal the stock engine's
 //   ...
-//   backwards=15 plan_backwards=15 ... daemon_plans=3 daemon_fallbacks=0
+//   structure=0 first_plan=0 plans=4
+//   ...
+//   backwards=12 plan_backwards=12 ... daemon_plans=3 daemon_fallbacks=0
 //
 // Exit status: 0 when every gradient equalled the stock engine's, 1 if one
 // did not, 2 for bad arguments.
@@ -63,10 +67,11 @@ bool bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch:
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::cerr << "usage: gradd_rank_child POLICY BACKWARDS\n";
+    std::cerr << "usage: gradd_rank POLICY BACKWARDS\n";
     return 2;
   }
   int backwards = std::atoi(argv[2]);
+  const char* rank = std::getenv("RANK");
   gradd::enable(std::string(argv[1]));
   bool equal = true;
   for (int layers = 1; layers <= 3; ++layers) {
@@ -81,12 +86,17 @@ int main(int argc, char** argv) {
       }
       auto before = gradd::stats().plan_backwards;
       auto ours = model.backward(step);
-      if (gradd::stats().plan_backwards > before) {
+      bool by_plan = gradd::stats().plan_backwards > before;
+      if (by_plan) {
         plans += 1;
         if (first_plan < 0)
           first_plan = step;
       }
-      equal = equal && bitwise_equal(stock, ours);
+      bool same = bitwise_equal(stock, ours);
+      equal = equal && same;
+      std::cout << "rank " << (rank ? rank : "-") << " structure " << layers - 1 << " backward "
+                << step << ": " << (by_plan ? "plan" : "stock engine") << ", gradients "
+                << (same ? "equal" : "DIFFER FROM") << " the stock engine's" << std::endl;
     }
     std::cout << "structure=" << layers - 1 << " first_plan=" << first_plan << " plans=" << plans
               << std::endl;
