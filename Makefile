@@ -24,6 +24,8 @@ build: configure
 demo: build
 	$(BUILD)/gradd_train
 	PYTHONPATH=$(abspath $(BUILD))/python $(PYTHON) examples/train.py
+	$(BUILD)/gradd launch --nproc 2 --config config/launch_demo.yaml -- \
+	  $(BUILD)/gradd_rank config/launch_demo.yaml 3
 	@$(MAKE) --no-print-directory python-install
 
 test: build
