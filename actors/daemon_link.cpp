@@ -17,6 +17,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 
@@ -29,14 +30,28 @@ using clock = std::chrono::steady_clock;
 
 constexpr auto tick_every = std::chrono::milliseconds(20);
 
+/// How many backwards past its count a rank proposes to switch at: ranks of
+/// a data-parallel job are at most one backward apart, and the daemon's
+/// answer usually comes before the next backward.
+constexpr uint64_t agreement_lead = 2;
+
 /// Where the link is and what it talks to; copied into its handlers.
 struct link {
   link_pointer self;
   stage_context* context;
   capture_actor capture;
   registry_actor registry;
+  std::string job;          ///< MASTER_ADDR:MASTER_PORT, "" outside a job
+  uint32_t world_size = 1;  ///< $WORLD_SIZE
 
   daemon_link_state& state() const { return self->state; }
+
+  /// Whether this rank's switches to plans are agreed with the job's other
+  /// ranks: async compiles in a job of several ranks (with sync compiles
+  /// every rank's first backward of a structure waits for its plan).
+  bool agreeing() const {
+    return world_size > 1 && !job.empty() && config().compile.mode == compile_mode::async;
+  }
   const settings& config() const { return context->config; }
   std::chrono::milliseconds timeout() const {
     return std::chrono::milliseconds(config().daemon.timeout_ms);
@@ -101,15 +116,40 @@ struct link {
     self->delayed_send(self, tick_every, link_tick{});
   }
 
+  /// Proposes to the daemon when graph `graph_id` switches to its plan and
+  /// holds the plan back until the ranks agreed (Note [Agreement across
+  /// ranks]); call before the plan is published.
+  void propose(uint64_t graph_id, uint64_t key) const {
+    auto record = context->table->record(graph_id);
+    if (!record || !state().daemon)
+      return;
+    auto proposal = record->seen.load() + agreement_lead;
+    record->proposal.store(proposal);
+    record->serve_from.store(engine::detail::graph_record::not_agreed);
+    auto me = *this;
+    self->request(state().daemon, std::chrono::milliseconds(config().daemon.agreement_timeout_ms),
+                  agree_request{job, world_size, key, proposal})
+        .then([record](agreed& answer) { record->agree(answer.serve_from); },
+              [me, record, proposal](caf::error& error) {
+                me.say(log_level::warning, "graph " + std::to_string(record->id)
+                                               + ": no agreement from " + me.daemon_name() + " ("
+                                               + me.self->system().render(error)
+                                               + "); its plan serves this rank from backward "
+                                               + std::to_string(proposal) + " on");
+                record->agree(proposal);
+              });
+  }
+
   void send(capture_job job) const {
     auto shared = std::make_shared<capture_job>(std::move(job));
     state().out[shared->graph_id] = {shared, clock::now() + timeout()};
     start_ticking();
+    compile_request request{config().passes.effective_pipeline(), shared->ir};
+    auto key = request_key(request);
     auto me = *this;
-    self->request(state().daemon, timeout(),
-                  compile_request{config().passes.effective_pipeline(), shared->ir})
+    self->request(state().daemon, timeout(), std::move(request))
         .then(
-            [me, shared](compiled_plan& reply) {
+            [me, shared, key](compiled_plan& reply) {
               if (!me.take_back(shared))
                 return;  // it went on without the daemon already
               if (!compiler::same_structure(reply.ir, shared->ir)
@@ -118,6 +158,8 @@ struct link {
                 return;
               }
               me.context->counters->plans.fetch_add(1, std::memory_order_relaxed);
+              if (me.agreeing())
+                me.propose(shared->graph_id, key);
               compile_result result;
               result.graph_id = shared->graph_id;
               result.ok = true;
@@ -218,7 +260,12 @@ struct link {
 daemon_link_actor::behavior_type daemon_link_stage(link_pointer self, stage_context* context,
                                                    capture_actor capture,
                                                    registry_actor registry) {
-  link me{self, context, std::move(capture), std::move(registry)};
+  const char* master_addr = std::getenv("MASTER_ADDR");
+  const char* master_port = std::getenv("MASTER_PORT");
+  const char* world_size = std::getenv("WORLD_SIZE");
+  link me{self, context, std::move(capture), std::move(registry),
+          master_addr && master_port ? std::string(master_addr) + ":" + master_port : "",
+          world_size ? static_cast<uint32_t>(std::max(1, std::atoi(world_size))) : 1u};
   self->set_down_handler([me](caf::down_msg& down) {
     if (down.source == me.state().daemon.address())
       me.lost("went away: " + me.self->system().render(down.reason));

@@ -2,6 +2,8 @@
 
 #include "actors/daemon_protocol.hpp"
 
+#include "compiler/portable_key.hpp"
+
 #include <caf/message.hpp>
 
 namespace gradd::actors {
@@ -27,6 +29,11 @@ std::string render_daemon_error(uint8_t code, caf::atom_value, const caf::messag
   if (context.match_elements<std::string>())
     text += ": " + context.get_as<std::string>(0);
   return text;
+}
+
+uint64_t request_key(const compile_request& request) {
+  return compiler::portable_key(request.table, compiler::plan_variant(request.passes))
+         ^ compiler::sequence_order_key(request.table);
 }
 
 std::string to_string(plan_source source) {

@@ -78,6 +78,24 @@ struct compiled_plan {
   plan_source source = plan_source::compiled;
 };
 
+/// The key the daemon files `request`'s plan under: its structure under its
+/// passes, and the order of its sequence numbers (compiler/portable_key.hpp).
+uint64_t request_key(const compile_request& request);
+
+/// A rank's proposal of the backward index (of one structure, counted on
+/// this rank) from which its plan serves: the daemon answers every rank of
+/// the job with the largest proposal once all `world_size` have made one.
+struct agree_request {
+  std::string job;     ///< MASTER_ADDR:MASTER_PORT: the ranks of one job
+  uint32_t world_size = 0;
+  uint64_t key = 0;    ///< request_key of the structure's compile request
+  uint64_t proposal = 0;
+};
+
+struct agreed {
+  uint64_t serve_from = 0;
+};
+
 /// Asks for the daemon's statistics; the token as in the hello.
 struct status_request {
   std::string token;
@@ -103,12 +121,14 @@ struct daemon_status {
   uint64_t refused = 0;            ///< hellos and requests refused
   uint64_t structures = 0;         ///< plans held in memory
   uint64_t in_flight = 0;          ///< compiles running
+  uint64_t agreements = 0;         ///< structures all ranks of a job agreed to switch together
   std::vector<client_status> per_client;
 };
 
 /// The daemon's interface: what a client may ask.
 using daemon_actor = caf::typed_actor<caf::replies_to<client_hello>::with<daemon_welcome>,
                                       caf::replies_to<compile_request>::with<compiled_plan>,
+                                      caf::replies_to<agree_request>::with<agreed>,
                                       caf::replies_to<status_request>::with<daemon_status>>;
 
 template <class Inspector>
@@ -133,6 +153,16 @@ typename Inspector::result_type inspect(Inspector& f, compiled_plan& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, agree_request& x) {
+  return f(caf::meta::type_name("gradd.agree_request"), x.job, x.world_size, x.key, x.proposal);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, agreed& x) {
+  return f(caf::meta::type_name("gradd.agreed"), x.serve_from);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, status_request& x) {
   return f(caf::meta::type_name("gradd.status_request"), x.token);
 }
@@ -147,7 +177,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, daemon_status& x) {
   return f(caf::meta::type_name("gradd.daemon_status"), x.gradd_version, x.torch_version,
            x.clients, x.requests, x.compiles, x.compiles_saved, x.disk_loads, x.failed,
-           x.refused, x.structures, x.in_flight, x.per_client);
+           x.refused, x.structures, x.in_flight, x.agreements, x.per_client);
 }
 
 } // namespace gradd::actors

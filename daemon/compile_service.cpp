@@ -137,8 +137,7 @@ plan_promise on_compile_request(service_pointer self, actors::compile_request& r
   client->second.status.requests += 1;
   client->second.waiting += 1;
   s.counts.requests += 1;
-  auto key = compiler::portable_key(request.table, compiler::plan_variant(request.passes))
-             ^ compiler::sequence_order_key(request.table);
+  auto key = actors::request_key(request);
   auto found = s.entries.find(key);
   if (found != s.entries.end()) {
     auto& entry = found->second;
@@ -223,6 +222,37 @@ void on_compile_finished(service_pointer self, compile_finished& done) {
   quit_if_drained(self);
 }
 
+/// A rank's proposal; once all ranks of its job proposed for the key,
+/// every one of them hears the largest (docs/design.md, "Agreement").
+caf::typed_response_promise<actors::agreed> on_agree(service_pointer self,
+                                                    actors::agree_request& request) {
+  auto& s = self->state;
+  auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  auto promise = self->make_response_promise<actors::agreed>();
+  if (s.clients.count(sender) == 0 || request.world_size == 0) {
+    s.counts.refused += 1;
+    promise.deliver(make_error(daemon_errc::not_welcomed, "say hello with the token first"));
+    return promise;
+  }
+  auto id = std::make_pair(request.job, request.key);
+  auto& a = s.agreements[id];
+  a.proposals[sender] = request.proposal;
+  a.promises.push_back(promise);
+  if (a.proposals.size() >= request.world_size) {
+    uint64_t serve_from = 0;
+    for (const auto& [client, proposal] : a.proposals)
+      serve_from = std::max(serve_from, proposal);
+    for (auto& p : a.promises)
+      p.deliver(actors::agreed{serve_from});
+    s.counts.agreements += 1;
+    log_event(s.config.logging.level, log_level::info, "agreed",
+              {{"job", request.job}, {"key", hex(request.key)},
+               {"ranks", uint64_t{a.proposals.size()}}, {"serve_from", serve_from}});
+    s.agreements.erase(id);
+  }
+  return promise;
+}
+
 caf::result<actors::daemon_welcome> on_hello(service_pointer self, actors::client_hello& hello) {
   auto& s = self->state;
   auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
@@ -289,10 +319,15 @@ service_actor::behavior_type compile_service(service_pointer self, settings conf
     log_event(self->state.config.logging.level, log_level::info, "client_gone",
               {{"client", found->second.status.id}, {"pid", int64_t{found->second.status.pid}}});
     self->state.clients.erase(found);
+    // An agreement that waits for a rank that is gone never completes: its
+    // ranks time out and serve alone, and it is dropped here.
+    for (auto a = self->state.agreements.begin(); a != self->state.agreements.end();)
+      a = a->second.proposals.count(down.source) ? self->state.agreements.erase(a) : std::next(a);
   });
   return {
     [self](actors::client_hello& hello) { return on_hello(self, hello); },
     [self](actors::compile_request& request) { return on_compile_request(self, request); },
+    [self](actors::agree_request& request) { return on_agree(self, request); },
     [self](actors::status_request& asked) { return on_status(self, asked); },
     [self](compile_finished& done) { on_compile_finished(self, done); },
     [self](reload& next) {

@@ -77,6 +77,12 @@ struct service_state {
     std::vector<waiter> waiters;  ///< while it compiles
   };
 
+  /// The proposals of one job's ranks for one structure, until all came.
+  struct agreement {
+    std::map<caf::actor_addr, uint64_t> proposals;
+    std::vector<caf::typed_response_promise<actors::agreed>> promises;
+  };
+
   settings config;
   std::string token;
   tbb::task_arena* arena = nullptr;
@@ -84,6 +90,7 @@ struct service_state {
   uint64_t next_client = 1;
   std::unordered_map<uint64_t, entry> entries;
   std::deque<uint64_t> compiled_order;  ///< keys of compiled entries, oldest first
+  std::map<std::pair<std::string, uint64_t>, agreement> agreements;  ///< by job and key
   actors::daemon_status counts;
   bool draining = false;
 };

@@ -115,7 +115,9 @@ private:
     auto found = find();
     if (found.ready) {
       state_.stats.cache_hits.fetch_add(1, std::memory_order_relaxed);
-      return run(*found.ready);
+      if (due(*found.ready))
+        return run(*found.ready);
+      return eager_for(found.ready.get());
     }
     state_.stats.cache_misses.fetch_add(1, std::memory_order_relaxed);
     auto record = found.blocked ? found.blocked : compile();
@@ -124,10 +126,32 @@ private:
     if (record && record->state.load() == graph_state::pending
         && config_.compile.mode == compile_mode::sync)
       record->wait_settled(std::chrono::milliseconds(config_.compile.timeout_ms));
-    if (record && record->state.load(std::memory_order_acquire) == graph_state::ready
-        && fits(*record))
+    if (record && record->state.load() != graph_state::failed && due(*record)
+        && record->state.load(std::memory_order_acquire) == graph_state::ready && fits(*record))
       return run(*record);
     return eager_for(record.get());
+  }
+
+  /// Whether `r`'s plan, once there, serves this backward: always, unless
+  /// the ranks agree (Note [Agreement across ranks]). Counts the backward.
+  bool due(graph_record& r) {
+    auto index = r.seen.fetch_add(1, std::memory_order_relaxed);
+    if (r.serve_from.load() == graph_record::not_agreed && index >= r.proposal.load()) {
+      // At the index it proposed, the rank waits for the agreement, and for
+      // the plan's publication that follows it.
+      auto timeout = std::chrono::milliseconds(config_.daemon.agreement_timeout_ms);
+      auto until = std::chrono::steady_clock::now() + timeout;
+      if (!r.wait_agreed(timeout)) {
+        log(config_.logging.level, log_level::warning,
+            "graph " + std::to_string(r.id) + ": the ranks did not agree within "
+                "daemon.agreement_timeout_ms; its plan serves this rank from backward "
+                + std::to_string(index) + " on");
+        r.agree(index);
+      }
+      r.wait_settled(std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::max(until - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration{})));
+    }
+    return index >= r.serve_from.load();
   }
 
   bool fits(const graph_record& r) const {

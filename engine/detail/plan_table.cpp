@@ -17,6 +17,16 @@ void graph_record::notify_settled() {
   settled_.notify_all();
 }
 
+void graph_record::agree(uint64_t index) {
+  serve_from.store(index);
+  notify_settled();
+}
+
+bool graph_record::wait_agreed(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(settle_mutex_);
+  return settled_.wait_for(lock, timeout, [&] { return serve_from.load() != not_agreed; });
+}
+
 plan_table::lookup plan_table::find(const structural_key& key,
                                     const std::function<bool(const graph_record&)>& fits) const {
   lookup result;

@@ -51,10 +51,28 @@ struct graph_record {
   std::atomic<uint64_t> eager_backwards{0};
   std::atomic<uint64_t> compiles{0};
 
+  // Note [Agreement across ranks]: with a daemon, the ranks of a job start
+  // serving a structure from its plan at the same backward index of that
+  // structure, so that hooks that launch collectives (DDP's) fire in the
+  // same order on every rank. Each backward of the structure takes the next
+  // index from `seen`; the plan serves from index `serve_from` on. A rank
+  // that got its plan proposes an index (`proposal`) and does not serve the
+  // plan until the daemon has told the agreed one; at its own proposal it
+  // waits for it (daemon.agreement_timeout_ms, then it serves alone).
+  static constexpr uint64_t not_agreed = UINT64_MAX;
+  std::atomic<uint64_t> seen{0};        ///< backwards of this structure so far
+  std::atomic<uint64_t> serve_from{0};  ///< not_agreed while the ranks agree
+  std::atomic<uint64_t> proposal{0};
+
   /// Waits until the record leaves `pending`, at most `timeout`.
   bool wait_settled(std::chrono::milliseconds timeout);
   /// Wakes wait_settled; call after changing `state`.
   void notify_settled();
+
+  /// Sets the index the plan serves from, and wakes wait_agreed.
+  void agree(uint64_t index);
+  /// Waits until `serve_from` is known, at most `timeout`.
+  bool wait_agreed(std::chrono::milliseconds timeout);
 
 private:
   std::mutex settle_mutex_;

@@ -50,7 +50,7 @@ field_map policy_fields(const settings& s) {
   const auto& [graphs_enabled, graph_mode, max_graphs, dynamic_after, memory_limit_mb, hand_out] =
       cuda_graphs;
   const auto& [address, token_file, daemon_timeout_ms, daemon_fallback, daemon_retry_after_ms,
-               max_clients, max_requests_per_client, max_nodes] = daemon;
+               agreement_timeout_ms, max_clients, max_requests_per_client, max_nodes] = daemon;
   const auto& [level, ir_dump_dir] = logging;
   return {
       {"compile.mode", printed(mode)},
@@ -77,6 +77,7 @@ field_map policy_fields(const settings& s) {
       {"daemon.timeout_ms", printed(daemon_timeout_ms)},
       {"daemon.fallback", printed(daemon_fallback)},
       {"daemon.retry_after_ms", printed(daemon_retry_after_ms)},
+      {"daemon.agreement_timeout_ms", printed(agreement_timeout_ms)},
       {"daemon.max_clients", printed(max_clients)},
       {"daemon.max_requests_per_client", printed(max_requests_per_client)},
       {"daemon.max_nodes", printed(max_nodes)},
@@ -112,6 +113,7 @@ settings odd_settings() {
   s.daemon.timeout_ms = 11;
   s.daemon.fallback = gradd::daemon_fallback::stock;
   s.daemon.retry_after_ms = 13;
+  s.daemon.agreement_timeout_ms = 19;
   s.daemon.max_clients = 2;
   s.daemon.max_requests_per_client = 3;
   s.daemon.max_nodes = 17;

@@ -14,6 +14,7 @@
 
 #include <csignal>
 #include <random>
+#include <regex>
 #include <thread>
 
 namespace {
@@ -77,6 +78,42 @@ TEST_CASE("four ranks through one daemon: one compile per structure, bitwise", "
   INFO(stopped.err);
   CHECK(stopped.exited(0));
   CHECK(stopped.err.find("\"event\":\"drained\"") != std::string::npos);
+}
+
+TEST_CASE("ranks compiling asynchronously switch each structure to its plan at one backward index",
+          "[daemon]") {
+  case_folder folder;
+  test_daemon daemon(folder);
+  auto policy = folder / "async.yaml";
+  write_file(policy, "daemon:\n  agreement_timeout_ms: 60000\n");
+  auto job = "MASTER_PORT=" + std::to_string(free_port());
+  std::vector<child_result> ranks(4);
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < ranks.size(); ++r)
+    threads.emplace_back([&, r] {
+      auto env = daemon.client_env();
+      env.insert(env.end(), {"RANK=" + std::to_string(r), "WORLD_SIZE=4", "MASTER_ADDR=127.0.0.1", job});
+      ranks[r] = run_rank(policy, env, 100);
+    });
+  for (auto& t : threads)
+    t.join();
+  std::vector<std::string> first_plans;
+  for (const auto& rank : ranks) {
+    INFO(rank.out << rank.err);
+    REQUIRE(rank.exited(0));  // every gradient bitwise the stock engine's
+    std::string summary;
+    std::regex first_plan("structure=[0-9] first_plan=-?[0-9]+");
+    for (auto it = std::sregex_iterator(rank.out.begin(), rank.out.end(), first_plan);
+         it != std::sregex_iterator(); ++it)
+      summary += it->str() + " ";
+    first_plans.push_back(summary);
+  }
+  INFO(first_plans[1] << first_plans[2] << first_plans[3]);
+  for (const auto& summary : first_plans)
+    CHECK(summary == first_plans[0]);
+  CHECK(first_plans[0].find("first_plan=-1") == std::string::npos);
+  CHECK(daemon.status("agreements") == 3);
+  CHECK(daemon.status("compiles") == 3);
 }
 
 TEST_CASE("a restarted daemon serves the next job from its cache.dir", "[daemon]") {

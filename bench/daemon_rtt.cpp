@@ -1,0 +1,103 @@
+// gradd-daemon-rtt: the round trip of one compile request to a running
+// `gradd daemon`, for a structure it already holds (what every rank but
+// the first pays per new structure), as one JSON line:
+//
+//   {"requests": 2000, "median_us": 180.1, "p99_us": 260.3}
+//
+//   GRADD_DAEMON=host:port GRADD_TOKEN_FILE=... gradd-daemon-rtt [REQUESTS]
+
+#include "actors/actor_system.hpp"
+#include "actors/daemon_protocol.hpp"
+#include "actors/type_ids.hpp"
+#include "config/daemon_address.hpp"
+#include "config/token_file.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <vector>
+
+namespace {
+
+/// A chain of `links` nodes between the root and an AccumulateGrad, as a
+/// capture of y = f(f(...f(x))) gives.
+gradd::compiler::graph chain_table(size_t links) {
+  using namespace gradd::compiler;
+  graph g;
+  node_info root;
+  root.type_name = "torch::autograd::GraphRoot";
+  root.is_root = true;
+  root.sequence_nr = 1000;
+  root.edges = {{1, 0}};
+  g.nodes.push_back(root);
+  for (size_t i = 0; i < links; ++i) {
+    node_info n;
+    n.type_name = "torch::autograd::generated::TanhBackward0";
+    n.sequence_nr = 500 - i;
+    n.inputs = {tensor_meta{{8}, "float", "cpu", true}};
+    n.edges = {{static_cast<uint32_t>(i + 2), 0}};
+    g.nodes.push_back(n);
+  }
+  node_info acc;
+  acc.type_name = "torch::autograd::AccumulateGrad";
+  acc.sequence_nr = UINT64_MAX;
+  acc.is_accumulate_grad = true;
+  acc.inputs = {tensor_meta{{8}, "float", "cpu", true}};
+  g.nodes.push_back(acc);
+  return g;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  int requests = argc > 1 ? std::atoi(argv[1]) : 2000;
+  gradd::settings defaults;
+  auto address = gradd::configured_daemon(defaults);
+  if (!address || requests < 1) {
+    std::cerr << "usage: GRADD_DAEMON=host:port gradd-daemon-rtt [REQUESTS]\n";
+    return 2;
+  }
+  caf::actor_system_config cfg;
+  gradd::actors::configure_actor_system(cfg, 1);
+  caf::actor_system system{cfg};
+  system.await_actors_before_shutdown(false);
+  auto daemon = caf::io::remote_actor<gradd::actors::daemon_actor>(system, address->host,
+                                                                   address->port);
+  if (!daemon) {
+    std::cerr << "gradd-daemon-rtt: " << system.render(daemon.error()) << "\n";
+    return 1;
+  }
+  caf::scoped_actor self{system};
+  bool ok = true;
+  auto fail = [&](caf::error& e) {
+    std::cerr << "gradd-daemon-rtt: " << system.render(e) << "\n";
+    ok = false;
+  };
+  self->request(*daemon, std::chrono::seconds(10),
+                gradd::actors::client_hello{gradd::read_token(gradd::token_file_path(defaults)),
+                                            GRADD_VERSION, TORCH_VERSION, 0, -1})
+      .receive([](gradd::actors::daemon_welcome&) {}, fail);
+  gradd::actors::compile_request request{"default", chain_table(16)};
+  std::vector<double> micros;
+  for (int i = 0; ok && i < requests + 10; ++i) {  // the first compiles; 10 warm up
+    auto start = std::chrono::steady_clock::now();
+    self->request(*daemon, std::chrono::seconds(10), request)
+        .receive([](gradd::actors::compiled_plan&) {}, fail);
+    if (i >= 10)
+      micros.push_back(std::chrono::duration<double, std::micro>(
+                           std::chrono::steady_clock::now() - start)
+                           .count());
+  }
+  if (!ok)
+    return 1;
+  std::sort(micros.begin(), micros.end());
+  std::printf("{\"requests\": %d, \"median_us\": %.1f, \"p99_us\": %.1f}\n", requests,
+              micros[micros.size() / 2], micros[micros.size() * 99 / 100]);
+  return 0;
+}
