@@ -37,11 +37,11 @@ ranks() {
   done
   wait $(jobs -p | grep -v "^${daemon_pid:-none}$")
   end=$(date +%s.%N)
-  echo "$end - $start" | bc
+  awk "BEGIN { print $end - $start }"
 }
 
 alone_s=$(ranks alone)
-alone_compiles=$(cat "$work"/alone.* | grep -o ' compiles=[0-9]*' | cut -d= -f2 | paste -sd+ | bc)
+alone_compiles=$(cat "$work"/alone.* | grep -o ' compiles=[0-9]*' | cut -d= -f2 | awk '{ n += $1 } END { print n }')
 address=$(start_daemon)
 with_s=$(GRADD_DAEMON=$address ranks with)
 export GRADD_DAEMON=$address
