@@ -91,6 +91,30 @@ gradd::actors::client_hello hello_with(const std::string& token) {
   return {token, GRADD_VERSION, TORCH_VERSION, 1, -1};
 }
 
+/// How the flooder's requests ended.
+struct flood_counts {
+  std::atomic<int> served{0}, busy{0}, other{0};
+};
+
+/// Says hello, then sends six compile requests of distinct structures at
+/// once, without waiting for answers.
+void flooder(caf::event_based_actor* self, gradd::actors::daemon_actor daemon,
+             std::string token, flood_counts* counts) {
+  self->request(daemon, 20s, hello_with(token))
+      .then([self, daemon, counts](gradd::actors::daemon_welcome&) {
+        for (int i = 0; i < 6; ++i) {
+          gradd::actors::compile_request request{"default",
+                                                 chain_table(2, "Kind" + std::to_string(i))};
+          self->request(daemon, 20s, std::move(request))
+              .then([counts](gradd::actors::compiled_plan&) { ++counts->served; },
+                    [counts](caf::error& e) {
+                      bool busy = gradd_code(e) == static_cast<uint8_t>(daemon_errc::too_busy);
+                      ++(busy ? counts->busy : counts->other);
+                    });
+        }
+      });
+}
+
 } // namespace
 
 TEST_CASE("the daemon refuses what breaks its rules, as gradd errors, and keeps serving",
@@ -125,29 +149,17 @@ TEST_CASE("the daemon refuses what breaks its rules, as gradd errors, and keeps 
   CHECK(gradd_code(unknown_pass.error()) == static_cast<uint8_t>(daemon_errc::compile_failed));
 
   SECTION("a flood from one client: beyond max_requests_per_client, refused at once") {
-    std::atomic<int> served{0}, busy{0}, other{0};
-    auto daemon_handle = client.daemon;
-    client.system->spawn([&, daemon_handle, token](caf::event_based_actor* flooder) {
-      flooder->request(daemon_handle, 20s, hello_with(token))
-          .then([&, flooder, daemon_handle](gradd::actors::daemon_welcome&) {
-            for (int i = 0; i < 6; ++i)
-              flooder
-                  ->request(daemon_handle, 20s,
-                            gradd::actors::compile_request{
-                                "default", chain_table(2, "Kind" + std::to_string(i))})
-                  .then([&](gradd::actors::compiled_plan&) { ++served; },
-                        [&](caf::error& e) {
-                          ++(gradd_code(e) == static_cast<uint8_t>(daemon_errc::too_busy) ? busy
-                                                                                        : other);
-                        });
-          });
-    });
+    flood_counts counts;
+    // The handle is an argument, not a capture: CAF 0.17 spawns a function
+    // without arguments through a null std::tuple<> pointer (UBSan).
+    client.system->spawn(flooder, client.daemon, token, &counts);
     auto deadline = std::chrono::steady_clock::now() + 20s;
-    while (served + busy + other < 6 && std::chrono::steady_clock::now() < deadline)
+    while (counts.served + counts.busy + counts.other < 6
+           && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(10ms);
-    CHECK(served == 2);
-    CHECK(busy == 4);
-    CHECK(other == 0);
+    CHECK(counts.served == 2);
+    CHECK(counts.busy == 4);
+    CHECK(counts.other == 0);
   }
 
   SECTION("a well-behaved request after all that") {
