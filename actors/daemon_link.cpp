@@ -29,6 +29,7 @@ using link_pointer = daemon_link_actor::stateful_pointer<daemon_link_state>;
 using clock = std::chrono::steady_clock;
 
 constexpr auto tick_every = std::chrono::milliseconds(20);
+constexpr auto report_every = std::chrono::seconds(1);
 
 /// How many backwards past its count a rank proposes to switch at: ranks of
 /// a data-parallel job are at most one backward apart, and the daemon's
@@ -228,6 +229,8 @@ struct link {
               me.self->monitor(daemon);
               me.say(log_level::info, me.daemon_name() + " compiles for this process (client "
                                           + std::to_string(welcome.client_id) + ")");
+              if (!s.reporting)
+                me.report();
               auto queued = std::move(s.queued);
               s.queued.clear();
               for (auto& job : queued)
@@ -236,6 +239,22 @@ struct link {
             [me](caf::error& error) {
               me.lost("refused this process: " + me.self->system().render(error));
             });
+  }
+
+  /// Sends this process's statistics to the daemon, and again in a second
+  /// while connected.
+  void report() const {
+    auto& s = state();
+    s.reporting = static_cast<bool>(s.daemon);
+    if (!s.reporting || !context->own_statistics)
+      return;
+    client_report report;
+    for (auto& [name, value] : context->own_statistics()) {
+      report.names.push_back(std::move(name));
+      report.values.push_back(value);
+    }
+    self->send(s.daemon, std::move(report));
+    self->delayed_send(self, report_every, report_tick{});
   }
 
   void tick() const {
@@ -286,6 +305,7 @@ daemon_link_actor::behavior_type daemon_link_stage(link_pointer self, stage_cont
       }
     },
     [me](link_tick) { me.tick(); },
+    [me](report_tick) { me.report(); },
   };
 }
 

@@ -29,13 +29,19 @@ namespace gradd::actors {
 /// deadlines and whether the pipeline stops.
 struct link_tick {};
 
+/// Sent by the link to itself every second while connected: reports this
+/// process's statistics to the daemon.
+struct report_tick {};
+
 } // namespace gradd::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradd::actors::link_tick)  // to itself only
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradd::actors::report_tick)
 
 namespace gradd::actors {
 
-using daemon_link_actor = caf::typed_actor<caf::reacts_to<capture_job>, caf::reacts_to<link_tick>>;
+using daemon_link_actor = caf::typed_actor<caf::reacts_to<capture_job>, caf::reacts_to<link_tick>,
+                                           caf::reacts_to<report_tick>>;
 
 struct daemon_link_state {
   static inline const char* name = "gradd.daemon_link";
@@ -52,6 +58,7 @@ struct daemon_link_state {
   daemon_actor daemon;  ///< welcomed; invalid while there is none
   bool connecting = false;
   bool ticking = false;
+  bool reporting = false;
   std::chrono::steady_clock::time_point retry_at{};
   std::vector<capture_job> queued;  ///< arrived while connecting
   std::unordered_map<uint64_t, request> out;  ///< sent, by graph id

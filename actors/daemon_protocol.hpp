@@ -96,6 +96,13 @@ struct agreed {
   uint64_t serve_from = 0;
 };
 
+/// A client's own statistics (gradd::fields), sent every second while it is
+/// connected, for `gradd status` to show per rank.
+struct client_report {
+  std::vector<std::string> names;
+  std::vector<uint64_t> values;
+};
+
 /// Asks for the daemon's statistics; the token as in the hello.
 struct status_request {
   std::string token;
@@ -107,6 +114,7 @@ struct client_status {
   int32_t rank = -1;
   uint64_t requests = 0;
   uint64_t served_without_compile = 0;  ///< shared, cached or disk
+  client_report report;                 ///< its latest
 };
 
 struct daemon_status {
@@ -129,6 +137,7 @@ struct daemon_status {
 using daemon_actor = caf::typed_actor<caf::replies_to<client_hello>::with<daemon_welcome>,
                                       caf::replies_to<compile_request>::with<compiled_plan>,
                                       caf::replies_to<agree_request>::with<agreed>,
+                                      caf::reacts_to<client_report>,
                                       caf::replies_to<status_request>::with<daemon_status>>;
 
 template <class Inspector>
@@ -163,6 +172,11 @@ typename Inspector::result_type inspect(Inspector& f, agreed& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, client_report& x) {
+  return f(caf::meta::type_name("gradd.client_report"), x.names, x.values);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, status_request& x) {
   return f(caf::meta::type_name("gradd.status_request"), x.token);
 }
@@ -170,7 +184,7 @@ typename Inspector::result_type inspect(Inspector& f, status_request& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, client_status& x) {
   return f(caf::meta::type_name("gradd.client_status"), x.id, x.pid, x.rank, x.requests,
-           x.served_without_compile);
+           x.served_without_compile, x.report);
 }
 
 template <class Inspector>

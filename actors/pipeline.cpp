@@ -29,7 +29,8 @@
 namespace gradd::actors {
 
 struct pipeline::impl {
-  impl(const settings& config, engine::detail::plan_table& table, daemon_counters& counters)
+  impl(const settings& config, engine::detail::plan_table& table, daemon_counters& counters,
+       std::function<statistics_fields()> own_statistics)
       : arena_threads(static_cast<int>(config.compile.threads)),
         parallelism(arena_threads + 1 > tbb::info::default_concurrency()
                         ? std::make_optional<tbb::global_control>(
@@ -40,6 +41,7 @@ struct pipeline::impl {
     context.table = &table;
     context.arena = &arena;
     context.counters = &counters;
+    context.own_statistics = std::move(own_statistics);
     auto& system = process_actor_system();
     registry = system.spawn(registry_stage, &context);
     compile = system.spawn(compile_stage, &context, registry);
@@ -70,8 +72,8 @@ struct pipeline::impl {
 };
 
 pipeline::pipeline(const settings& config, engine::detail::plan_table& table,
-                   daemon_counters& counters)
-    : impl_(new impl(config, table, counters)) {}
+                   daemon_counters& counters, std::function<statistics_fields()> own_statistics)
+    : impl_(new impl(config, table, counters, std::move(own_statistics))) {}
 
 pipeline::~pipeline() {
   if (stop())

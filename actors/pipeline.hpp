@@ -18,13 +18,21 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace gradd::engine::detail {
 class plan_table;
 }
 
 namespace gradd::actors {
+
+/// The process's statistics as (name, value) pairs (gradd::fields), which
+/// the daemon link reports to the daemon.
+using statistics_fields = std::vector<std::pair<std::string, uint64_t>>;
 
 /// What the pipeline counts into the engine's statistics, which own them.
 struct daemon_counters {
@@ -38,8 +46,9 @@ public:
   /// one CAF worker: the stages only pass messages) and a TBB arena of
   /// compile.threads threads; with a daemon configured
   /// (config/daemon_address.hpp), the daemon link too, counting into
-  /// `counters`.
-  pipeline(const settings& config, engine::detail::plan_table& table, daemon_counters& counters);
+  /// `counters` and reporting `own_statistics` to the daemon.
+  pipeline(const settings& config, engine::detail::plan_table& table, daemon_counters& counters,
+           std::function<statistics_fields()> own_statistics);
 
   /// Stops, as stop().
   ~pipeline();

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@ struct stage_context {
   engine::detail::plan_table* table = nullptr;
   tbb::task_arena* arena = nullptr;
   daemon_counters* counters = nullptr;
+  std::function<statistics_fields()> own_statistics;  ///< for the daemon link's reports
   /// Set when the pipeline stops: no new work; work in flight is cut short.
   std::atomic<bool> stopping{false};
   /// Jobs submitted and not yet settled by the registry.

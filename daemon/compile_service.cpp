@@ -27,6 +27,19 @@ using actors::plan_source;
 using service_pointer = service_actor::stateful_pointer<service_state>;
 using plan_promise = caf::typed_response_promise<compiled_plan>;
 
+/// Whether a client's report is one `gradd status` can print as it is:
+/// bounded, every name of [a-z0-9_.] (a rank cannot inject into JSON or
+/// Prometheus text), one value per name.
+bool well_formed(const actors::client_report& report) {
+  if (report.names.size() != report.values.size() || report.names.size() > 256)
+    return false;
+  for (const auto& name : report.names)
+    if (name.empty() || name.size() > 64
+        || name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_.") != std::string::npos)
+      return false;
+  return true;
+}
+
 std::string hex(uint64_t key) {
   std::ostringstream out;
   out << std::hex << key;
@@ -329,6 +342,12 @@ service_actor::behavior_type compile_service(service_pointer self, settings conf
     [self](actors::compile_request& request) { return on_compile_request(self, request); },
     [self](actors::agree_request& request) { return on_agree(self, request); },
     [self](actors::status_request& asked) { return on_status(self, asked); },
+    [self](actors::client_report& report) {
+      auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+      auto client = self->state.clients.find(sender);
+      if (client != self->state.clients.end() && well_formed(report))
+        client->second.status.report = std::move(report);
+    },
     [self](compile_finished& done) { on_compile_finished(self, done); },
     [self](reload& next) {
       auto& s = self->state;

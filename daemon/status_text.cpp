@@ -24,9 +24,13 @@ std::string as_text(const actors::daemon_status& s) {
   out << "gradd daemon (gradd " << s.gradd_version << ", torch " << s.torch_version << ")\n";
   for (const auto& [name, value] : counters(s))
     out << "  " << name << ": " << value << "\n";
-  for (const auto& c : s.per_client)
+  for (const auto& c : s.per_client) {
     out << "  client " << c.id << ": pid " << c.pid << " rank " << c.rank << ", " << c.requests
-        << " requests, " << c.served_without_compile << " served without a compile\n";
+        << " requests, " << c.served_without_compile << " served without a compile\n   ";
+    for (size_t i = 0; i < c.report.names.size(); ++i)
+      out << " " << c.report.names[i] << "=" << c.report.values[i];
+    out << "\n";
+  }
   return out.str();
 }
 
@@ -41,7 +45,10 @@ std::string as_json(const actors::daemon_status& s) {
     const auto& c = s.per_client[i];
     out << (i ? "," : "") << "{\"id\":" << c.id << ",\"pid\":" << c.pid << ",\"rank\":" << c.rank
         << ",\"requests\":" << c.requests
-        << ",\"served_without_compile\":" << c.served_without_compile << "}";
+        << ",\"served_without_compile\":" << c.served_without_compile << ",\"statistics\":{";
+    for (size_t j = 0; j < c.report.names.size(); ++j)
+      out << (j ? "," : "") << "\"" << c.report.names[j] << "\":" << c.report.values[j];
+    out << "}}";
   }
   out << "]}\n";
   return out.str();
@@ -60,6 +67,16 @@ std::string as_prometheus(const actors::daemon_status& s) {
   for (const auto& c : s.per_client)
     out << "gradd_daemon_client_served_without_compile{client=\"" << c.id << "\",pid=\"" << c.pid
         << "\",rank=\"" << c.rank << "\"} " << c.served_without_compile << "\n";
+  // A rank's own statistics: gradd_rank_<name>, "eager.<reason>" as a label.
+  for (const auto& c : s.per_client)
+    for (size_t i = 0; i < c.report.names.size(); ++i) {
+      const auto& name = c.report.names[i];
+      auto reason = name.rfind("eager.", 0) == 0 ? name.substr(6) : "";
+      out << "gradd_rank_" << (reason.empty() ? name : "eager_backwards_by_reason") << "{client=\""
+          << c.id << "\",pid=\"" << c.pid << "\",rank=\"" << c.rank << "\""
+          << (reason.empty() ? "" : ",reason=\"" + reason + "\"") << "} " << c.report.values[i]
+          << "\n";
+    }
   return out.str();
 }
 

@@ -41,25 +41,48 @@ const char* to_string(fallback_reason reason) noexcept {
   return "?";
 }
 
-std::ostream& operator<<(std::ostream& out, const statistics& s) {
-  out << "backwards=" << s.backwards << " plan_backwards=" << s.plan_backwards
-      << " eager_backwards=" << s.eager_backwards << " raised_backwards=" << s.raised_backwards
-      << " captures=" << s.captures << " plans_loaded=" << s.plans_loaded
-      << " cache_hits=" << s.cache_hits << " cache_misses=" << s.cache_misses
-      << " plans=" << s.plans << " compiles=" << s.compiles
-      << " daemon_plans=" << s.daemon_plans << " daemon_fallbacks=" << s.daemon_fallbacks
-      << " graph_backwards=" << s.graph_backwards << " graph_recordings=" << s.graph_recordings
-      << " backwards_during_capture=" << s.backwards_during_capture << " graphs=" << s.graphs
-      << " graph_bytes=" << s.graph_bytes << " graph_captures=" << s.graph_captures
-      << " graph_capture_failures=" << s.graph_capture_failures
-      << " graph_evictions=" << s.graph_evictions
-      << " graph_copy_on_writes=" << s.graph_copy_on_writes
-      << " graph_lift_ns=" << s.graph_lift_ns << " graph_copy_ns=" << s.graph_copy_ns
-      << " graph_launch_ns=" << s.graph_launch_ns << " graph_hand_out_ns=" << s.graph_hand_out_ns;
+std::vector<std::pair<std::string, uint64_t>> fields(const statistics& s) {
+  std::vector<std::pair<std::string, uint64_t>> f{
+      {"backwards", s.backwards},
+      {"plan_backwards", s.plan_backwards},
+      {"eager_backwards", s.eager_backwards},
+      {"raised_backwards", s.raised_backwards},
+      {"captures", s.captures},
+      {"plans_loaded", s.plans_loaded},
+      {"cache_hits", s.cache_hits},
+      {"cache_misses", s.cache_misses},
+      {"plans", s.plans},
+      {"compiles", s.compiles},
+      {"compiles_in_flight", s.compiles_in_flight},
+      {"daemon_plans", s.daemon_plans},
+      {"daemon_fallbacks", s.daemon_fallbacks},
+      {"graph_backwards", s.graph_backwards},
+      {"graph_recordings", s.graph_recordings},
+      {"backwards_during_capture", s.backwards_during_capture},
+      {"graphs", s.graphs},
+      {"graph_bytes", s.graph_bytes},
+      {"graph_captures", s.graph_captures},
+      {"graph_capture_failures", s.graph_capture_failures},
+      {"graph_evictions", s.graph_evictions},
+      {"graph_copy_on_writes", s.graph_copy_on_writes},
+      {"graph_lift_ns", s.graph_lift_ns},
+      {"graph_copy_ns", s.graph_copy_ns},
+      {"graph_launch_ns", s.graph_launch_ns},
+      {"graph_hand_out_ns", s.graph_hand_out_ns},
+  };
   for (size_t i = 0; i < fallback_reason_count; ++i)
     if (s.eager_by_reason[i] > 0)
-      out << " eager." << to_string(static_cast<fallback_reason>(i)) << '='
-          << s.eager_by_reason[i];
+      f.emplace_back(std::string("eager.") + to_string(static_cast<fallback_reason>(i)),
+                     s.eager_by_reason[i]);
+  return f;
+}
+
+std::ostream& operator<<(std::ostream& out, const statistics& s) {
+  const char* separator = "";
+  for (const auto& [name, value] : fields(s)) {
+    out << separator << name << '=' << value;
+    separator = " ";
+  }
   return out;
 }
 

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gradd {
@@ -97,7 +98,11 @@ struct statistics {
   }
 };
 
-/// Writes the statistics as one line of `key=value` pairs.
+/// The statistics as (name, value) pairs, in a fixed order; backwards that
+/// fell back appear as "eager.<reason>" for each reason that occurred.
+std::vector<std::pair<std::string, uint64_t>> fields(const statistics& s);
+
+/// Writes the statistics as one line of `name=value` pairs (fields()).
 std::ostream& operator<<(std::ostream& out, const statistics& s);
 
 /// One captured structure's statistics.

@@ -21,32 +21,13 @@ namespace {
 
 py::dict to_dict(const gradd::statistics& s) {
   py::dict d;
-  d["backwards"] = s.backwards;
-  d["plan_backwards"] = s.plan_backwards;
-  d["eager_backwards"] = s.eager_backwards;
-  d["raised_backwards"] = s.raised_backwards;
+  for (const auto& [name, value] : gradd::fields(s))
+    if (name.rfind("eager.", 0) != 0)  // by reason, below, every reason
+      d[py::str(name)] = value;
   py::dict by_reason;
   for (size_t i = 0; i < gradd::fallback_reason_count; ++i)
     by_reason[gradd::to_string(static_cast<gradd::fallback_reason>(i))] = s.eager_by_reason[i];
   d["eager_by_reason"] = by_reason;
-  d["captures"] = s.captures;
-  d["plans_loaded"] = s.plans_loaded;
-  d["cache_hits"] = s.cache_hits;
-  d["cache_misses"] = s.cache_misses;
-  d["plans"] = s.plans;
-  d["compiles"] = s.compiles;
-  d["compiles_in_flight"] = s.compiles_in_flight;
-  d["daemon_plans"] = s.daemon_plans;
-  d["daemon_fallbacks"] = s.daemon_fallbacks;
-  d["graph_backwards"] = s.graph_backwards;
-  d["graph_recordings"] = s.graph_recordings;
-  d["backwards_during_capture"] = s.backwards_during_capture;
-  d["graphs"] = s.graphs;
-  d["graph_bytes"] = s.graph_bytes;
-  d["graph_captures"] = s.graph_captures;
-  d["graph_capture_failures"] = s.graph_capture_failures;
-  d["graph_evictions"] = s.graph_evictions;
-  d["graph_copy_on_writes"] = s.graph_copy_on_writes;
   return d;
 }
 

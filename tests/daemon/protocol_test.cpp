@@ -162,6 +162,22 @@ TEST_CASE("the daemon refuses what breaks its rules, as gradd errors, and keeps 
     CHECK(counts.other == 0);
   }
 
+  SECTION("a report whose names would break the status output is dropped") {
+    // A status request on the same connection is answered after the report.
+    auto reported = [&] {
+      auto status = client.ask<gradd::actors::daemon_status>(self, gradd::actors::status_request{token});
+      REQUIRE(status);
+      REQUIRE(status->per_client.size() == 1);
+      return status->per_client[0].report.names;
+    };
+    self->send(client.daemon, gradd::actors::client_report{{"plan_backwards"}, {7}});
+    CHECK(reported() == std::vector<std::string>{"plan_backwards"});
+    self->send(client.daemon,
+               gradd::actors::client_report{{"plan_backwards\":9,\"x"}, {9}});
+    CHECK(reported() == std::vector<std::string>{"plan_backwards"});
+    CHECK(daemon.status("plan_backwards") == 7);
+  }
+
   SECTION("a well-behaved request after all that") {
     auto plan = client.ask<gradd::actors::compiled_plan>(self, small);
     REQUIRE(plan);
@@ -175,7 +191,8 @@ TEST_CASE("the daemon refuses what breaks its rules, as gradd errors, and keeps 
   CHECK(daemon.status("refused") >= 4);
 }
 
-TEST_CASE("a training process goes on without its killed daemon and picks up the restarted one",
+TEST_CASE("a training process goes on without its killed daemon, picks up the restarted one "
+          "and reports to it",
           "[daemon]") {
   case_folder folder;
   auto address = "127.0.0.1:" + std::to_string(free_port());
@@ -216,4 +233,9 @@ TEST_CASE("a training process goes on without its killed daemon and picks up the
   CHECK(torch::equal(backward(3), stock(3)));
   CHECK(gradd::stats().daemon_plans == 2);
   CHECK(gradd::stats().plan_backwards == 3);
+
+  // This process reports its statistics to the daemon every second.
+  std::this_thread::sleep_for(1500ms);
+  CHECK(second.status("plan_backwards") == 3);
+  CHECK(second.status("daemon_fallbacks") == 1);
 }
