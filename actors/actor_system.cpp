@@ -8,6 +8,8 @@
 #include <caf/all.hpp>
 #include <caf/io/middleman.hpp>
 
+#include <mutex>
+
 namespace gradd::actors {
 
 void configure_actor_system(caf::actor_system_config& cfg, size_t workers) {
@@ -22,13 +24,30 @@ void configure_actor_system(caf::actor_system_config& cfg, size_t workers) {
   cfg.set("middleman.connection-timeout", caf::timespan{std::chrono::milliseconds(1000)});
 }
 
+namespace {
+
+// Never destroyed (actor_system.hpp); plain globals, so nothing runs at exit.
+std::mutex system_mutex;
+caf::actor_system* the_system = nullptr;
+
+} // namespace
+
+bool adopt_actor_system(caf::actor_system& host) {
+  std::lock_guard lock(system_mutex);
+  if (the_system != nullptr && the_system != &host)
+    return false;
+  the_system = &host;
+  return true;
+}
+
 caf::actor_system& process_actor_system() {
-  static auto* system = [] {
+  std::lock_guard lock(system_mutex);
+  if (the_system == nullptr) {
     auto* cfg = new caf::actor_system_config;
     configure_actor_system(*cfg, 1);
-    return new caf::actor_system(*cfg);
-  }();
-  return *system;
+    the_system = new caf::actor_system(*cfg);
+  }
+  return *the_system;
 }
 
 } // namespace gradd::actors

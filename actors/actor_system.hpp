@@ -18,6 +18,14 @@ namespace gradd::actors {
 /// at process exit it frees memory CAF's own statics already released.
 caf::actor_system& process_actor_system();
 
+/// Makes `host`, a host program's own actor system (set up with
+/// configure_actor_system), the one gradd's actors live in: the in-process
+/// actor API (docs/design.md, "A host's actor system"). Call it before gradd
+/// first uses an actor system (before enable); returns false when gradd
+/// already has another. `host` must outlive gradd's use of it: disable
+/// gradd before destroying it.
+bool adopt_actor_system(caf::actor_system& host);
+
 /// Sets up `cfg` as every gradd actor system is: `workers` CAF workers
 /// polling lightly, gradd's message types and errors, and the middleman
 /// with the daemon protocol's identifier and heartbeats (the daemon's

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <set>
 
 namespace gradd::actors {
@@ -67,6 +68,8 @@ struct link {
   }
 
   std::string daemon_name() const {
+    if (host_compile_service())
+      return "the host's compile service";
     auto address = configured_daemon(config());
     return "gradd daemon at " + (address ? to_string(*address) : std::string("?"));
   }
@@ -190,6 +193,11 @@ struct link {
 
   /// Connects and says hello; jobs queue meanwhile.
   void connect() const {
+    if (auto host = host_compile_service()) {
+      state().connecting = true;
+      hello(host->first, host->second);
+      return;
+    }
     auto address = configured_daemon(config());
     std::string token;
     try {
@@ -274,7 +282,25 @@ struct link {
   }
 };
 
+std::mutex host_mutex;
+std::optional<std::pair<daemon_actor, std::string>>* host_service = nullptr;  // never freed
+
 } // namespace
+
+void compile_with(daemon_actor service, std::string token) {
+  std::lock_guard lock(host_mutex);
+  if (host_service == nullptr)
+    host_service = new std::optional<std::pair<daemon_actor, std::string>>;
+  if (service)
+    *host_service = std::make_pair(std::move(service), std::move(token));
+  else
+    host_service->reset();
+}
+
+std::optional<std::pair<daemon_actor, std::string>> host_compile_service() {
+  std::lock_guard lock(host_mutex);
+  return host_service ? *host_service : std::nullopt;
+}
 
 daemon_link_actor::behavior_type daemon_link_stage(link_pointer self, stage_context* context,
                                                    capture_actor capture,

@@ -20,7 +20,10 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
+#include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace gradd::actors {
@@ -64,6 +67,15 @@ struct daemon_link_state {
   std::unordered_map<uint64_t, request> out;  ///< sent, by graph id
   std::string said;  ///< the last problem logged, so each is said once
 };
+
+/// Makes `service`, a compile service in this process (spawned by a host
+/// program in its actor system, daemon/compile_service.hpp), the daemon of
+/// every pipeline started from now on, in place of one over the network;
+/// `token` is the one it was spawned with. An invalid handle turns it off.
+void compile_with(daemon_actor service, std::string token);
+
+/// The compile service of compile_with, if one is set.
+std::optional<std::pair<daemon_actor, std::string>> host_compile_service();
 
 daemon_link_actor::behavior_type daemon_link_stage(
     daemon_link_actor::stateful_pointer<daemon_link_state> self, stage_context* context,

@@ -103,6 +103,26 @@ struct client_report {
   std::vector<uint64_t> values;
 };
 
+/// What the daemon tells its subscribers after each compile (or load).
+struct compile_event {
+  uint64_t key = 0;      ///< request_key of the structure
+  bool ok = false;
+  plan_source source = plan_source::compiled;  ///< compiled or disk
+  uint32_t nodes = 0;
+  uint32_t waiters = 0;  ///< requests it answered
+  double ms = 0;
+  std::string error;     ///< when it failed
+};
+
+/// An actor that hears compile events.
+using compile_listener = caf::typed_actor<caf::reacts_to<compile_event>>;
+
+/// Adds `listener` to the daemon's subscribers, until it terminates; from a
+/// welcomed client only.
+struct subscribe {
+  compile_listener listener;
+};
+
 /// Asks for the daemon's statistics; the token as in the hello.
 struct status_request {
   std::string token;
@@ -138,6 +158,7 @@ using daemon_actor = caf::typed_actor<caf::replies_to<client_hello>::with<daemon
                                       caf::replies_to<compile_request>::with<compiled_plan>,
                                       caf::replies_to<agree_request>::with<agreed>,
                                       caf::reacts_to<client_report>,
+                                      caf::reacts_to<subscribe>,
                                       caf::replies_to<status_request>::with<daemon_status>>;
 
 template <class Inspector>
@@ -174,6 +195,17 @@ typename Inspector::result_type inspect(Inspector& f, agreed& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, client_report& x) {
   return f(caf::meta::type_name("gradd.client_report"), x.names, x.values);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, compile_event& x) {
+  return f(caf::meta::type_name("gradd.compile_event"), x.key, x.ok, x.source, x.nodes,
+           x.waiters, x.ms, x.error);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, subscribe& x) {
+  return f(caf::meta::type_name("gradd.subscribe"), x.listener);
 }
 
 template <class Inspector>

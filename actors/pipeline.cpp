@@ -47,7 +47,7 @@ struct pipeline::impl {
     compile = system.spawn(compile_stage, &context, registry);
     passes = system.spawn(pass_pipeline_stage, &context, compile, registry);
     capture = system.spawn(capture_stage, &context, passes, registry);
-    if (configured_daemon(config))
+    if (configured_daemon(config) || host_compile_service())
       link = system.spawn(daemon_link_stage, &context, capture, registry);
     intake = link ? caf::actor_cast<capture_actor>(link) : capture;
   }

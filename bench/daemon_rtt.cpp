@@ -9,6 +9,7 @@
 #include "actors/actor_system.hpp"
 #include "actors/daemon_protocol.hpp"
 #include "actors/type_ids.hpp"
+#include "bench/node_tables.hpp"
 #include "config/daemon_address.hpp"
 #include "config/token_file.hpp"
 
@@ -22,38 +23,6 @@
 #include <cstdlib>
 #include <iostream>
 #include <vector>
-
-namespace {
-
-/// A chain of `links` nodes between the root and an AccumulateGrad, as a
-/// capture of y = f(f(...f(x))) gives.
-gradd::compiler::graph chain_table(size_t links) {
-  using namespace gradd::compiler;
-  graph g;
-  node_info root;
-  root.type_name = "torch::autograd::GraphRoot";
-  root.is_root = true;
-  root.sequence_nr = 1000;
-  root.edges = {{1, 0}};
-  g.nodes.push_back(root);
-  for (size_t i = 0; i < links; ++i) {
-    node_info n;
-    n.type_name = "torch::autograd::generated::TanhBackward0";
-    n.sequence_nr = 500 - i;
-    n.inputs = {tensor_meta{{8}, "float", "cpu", true}};
-    n.edges = {{static_cast<uint32_t>(i + 2), 0}};
-    g.nodes.push_back(n);
-  }
-  node_info acc;
-  acc.type_name = "torch::autograd::AccumulateGrad";
-  acc.sequence_nr = UINT64_MAX;
-  acc.is_accumulate_grad = true;
-  acc.inputs = {tensor_meta{{8}, "float", "cpu", true}};
-  g.nodes.push_back(acc);
-  return g;
-}
-
-} // namespace
 
 int main(int argc, char** argv) {
   int requests = argc > 1 ? std::atoi(argv[1]) : 2000;
@@ -83,7 +52,7 @@ int main(int argc, char** argv) {
                 gradd::actors::client_hello{gradd::read_token(gradd::token_file_path(defaults)),
                                             GRADD_VERSION, TORCH_VERSION, 0, -1})
       .receive([](gradd::actors::daemon_welcome&) {}, fail);
-  gradd::actors::compile_request request{"default", chain_table(16)};
+  gradd::actors::compile_request request{"default", gradd::measure::chain_table(16)};
   std::vector<double> micros;
   for (int i = 0; ok && i < requests + 10; ++i) {  // the first compiles; 10 warm up
     auto start = std::chrono::steady_clock::now();

@@ -12,6 +12,7 @@
 #include <caf/all.hpp>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 #include <thread>
@@ -200,6 +201,12 @@ void on_compile_finished(service_pointer self, compile_finished& done) {
     return;
   auto waiters = std::move(found->second.waiters);
   found->second.waiters.clear();
+  actors::compile_event event{done.key, done.plan.has_value(),
+                              done.plan ? done.plan->source : plan_source::compiled,
+                              static_cast<uint32_t>(found->second.table.nodes.size()),
+                              static_cast<uint32_t>(waiters.size()), done.ms, done.error};
+  for (const auto& listener : s.listeners)
+    self->send(listener, event);
   if (!done.plan) {
     s.counts.failed += 1;
     log_event(s.config.logging.level, log_level::warning, "compile_failed",
@@ -326,6 +333,10 @@ service_actor::behavior_type compile_service(service_pointer self, settings conf
   self->state.token = std::move(token);
   self->state.arena = arena;
   self->set_down_handler([self](caf::down_msg& down) {
+    auto& listeners = self->state.listeners;
+    listeners.erase(std::remove_if(listeners.begin(), listeners.end(),
+                                   [&](const auto& l) { return l.address() == down.source; }),
+                    listeners.end());
     auto found = self->state.clients.find(down.source);
     if (found == self->state.clients.end())
       return;
@@ -342,6 +353,13 @@ service_actor::behavior_type compile_service(service_pointer self, settings conf
     [self](actors::compile_request& request) { return on_compile_request(self, request); },
     [self](actors::agree_request& request) { return on_agree(self, request); },
     [self](actors::status_request& asked) { return on_status(self, asked); },
+    [self](actors::subscribe& request) {
+      auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+      if (self->state.clients.count(sender) == 0 || !request.listener)
+        return;  // from a welcomed client only
+      self->monitor(request.listener);
+      self->state.listeners.push_back(std::move(request.listener));
+    },
     [self](actors::client_report& report) {
       auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
       auto client = self->state.clients.find(sender);

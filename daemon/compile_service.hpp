@@ -1,6 +1,7 @@
 #pragma once
 
-// The daemon's service: the one actor `gradd daemon` publishes. It welcomes
+// The daemon's service: the one actor `gradd daemon` publishes, and what a
+// host program spawns in its own actor system (examples/host_actor_system.cpp). It welcomes
 // clients that present the token and run the same gradd and torch, compiles
 // each structure once for all of them (a request for a structure being
 // compiled waits for that compile; a compiled one is answered at once),
@@ -91,6 +92,7 @@ struct service_state {
   std::unordered_map<uint64_t, entry> entries;
   std::deque<uint64_t> compiled_order;  ///< keys of compiled entries, oldest first
   std::map<std::pair<std::string, uint64_t>, agreement> agreements;  ///< by job and key
+  std::vector<actors::compile_listener> listeners;
   actors::daemon_status counts;
   bool draining = false;
 };

@@ -161,6 +161,7 @@ int run_daemon(const options& o) {
   caf::actor_system_config cfg;
   actors::configure_actor_system(cfg, 2);
   caf::actor_system system{cfg};
+  actors::adopt_actor_system(system);  // the plan store serializes with it too
   int threads = static_cast<int>(config.compile.threads);
   tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, threads + 1);
   tbb::task_arena arena(threads, 0);

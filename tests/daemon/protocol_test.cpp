@@ -6,6 +6,7 @@
 #include "actors/actor_system.hpp"
 #include "actors/daemon_protocol.hpp"
 #include "actors/type_ids.hpp"
+#include "bench/node_tables.hpp"
 #include "config/daemon_address.hpp"
 #include "config/token_file.hpp"
 #include "daemon/test_daemon.hpp"
@@ -23,37 +24,10 @@
 
 namespace {
 
+using gradd::measure::chain_table;
 using namespace gradd::test;
 using gradd::actors::daemon_errc;
 using namespace std::chrono_literals;
-
-/// A captured node table: the root, `links` nodes of type `kind` in a
-/// chain, and an AccumulateGrad.
-gradd::compiler::graph chain_table(size_t links, const std::string& kind) {
-  using namespace gradd::compiler;
-  graph g;
-  node_info root;
-  root.type_name = "torch::autograd::GraphRoot";
-  root.is_root = true;
-  root.sequence_nr = 1000;
-  root.edges = {{1, 0}};
-  g.nodes.push_back(root);
-  for (size_t i = 0; i < links; ++i) {
-    node_info n;
-    n.type_name = kind;
-    n.sequence_nr = 500 - i;
-    n.inputs = {tensor_meta{{2}, "float", "cpu", true}};
-    n.edges = {{static_cast<uint32_t>(i + 2), 0}};
-    g.nodes.push_back(n);
-  }
-  node_info acc;
-  acc.type_name = "torch::autograd::AccumulateGrad";
-  acc.sequence_nr = UINT64_MAX;
-  acc.is_accumulate_grad = true;
-  acc.inputs = {tensor_meta{{2}, "float", "cpu", true}};
-  g.nodes.push_back(acc);
-  return g;
-}
 
 /// The gradd error code of `e`, 0 for another category.
 uint8_t gradd_code(const caf::error& e) {
@@ -238,4 +212,16 @@ TEST_CASE("a training process goes on without its killed daemon, picks up the re
   std::this_thread::sleep_for(1500ms);
   CHECK(second.status("plan_backwards") == 3);
   CHECK(second.status("daemon_fallbacks") == 1);
+}
+
+TEST_CASE("a host's own actor system runs gradd's stages and the compile service gradd uses",
+          "[daemon]") {
+  auto host = run_child({GRADD_HOST}, 60s);
+  INFO(host.out << host.err);
+  REQUIRE(host.exited(0));  // every loss equal to the stock engine's
+  CHECK_THAT(host.out, Catch::Contains("compile event: structure "));
+  CHECK_THAT(host.out, Catch::Contains("compiled in"));
+  CHECK_THAT(host.out, Catch::Contains(
+                           "service: 1 request(s), 1 compile(s); gradd: 5 of 5 backwards by plans, "
+                           "1 plan(s) from the service"));
 }
