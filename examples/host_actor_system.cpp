@@ -30,11 +30,12 @@ namespace {
 
 using namespace std::chrono_literals;
 
-/// Prints every compile event it hears.
-gradd::actors::compile_listener::behavior_type printer() {
+/// Prints every compile event it hears, after `prefix`. (An argument CAF
+/// 0.17 needs: it spawns an argument-less function through a null pointer.)
+gradd::actors::compile_listener::behavior_type printer(std::string prefix) {
   return {
-    [](gradd::actors::compile_event& e) {
-      std::cout << "compile event: structure " << std::hex << e.key << std::dec << ", "
+    [prefix](gradd::actors::compile_event& e) {
+      std::cout << prefix << "structure " << std::hex << e.key << std::dec << ", "
                 << e.nodes << " nodes, " << (e.ok ? to_string(e.source) : "failed: " + e.error)
                 << " in " << e.ms << " ms for " << e.waiters << " request(s)" << std::endl;
     },
@@ -64,7 +65,7 @@ int main() {
   tbb::task_arena arena(1, 0);
   const std::string token = "host-secret";
   auto service = system.spawn(gradd::daemon::compile_service, policy, token, &arena);
-  auto listener = system.spawn(printer);
+  auto listener = system.spawn(printer, std::string("compile event: "));
   caf::scoped_actor self{system};
   bool welcomed = false;
   self->request(service, 5s, gradd::actors::client_hello{token, GRADD_VERSION, TORCH_VERSION,
