@@ -117,6 +117,24 @@ TEST_CASE("SIGINT to gradd launch stops everything it started", "[daemon][launch
   CHECK(!still_listening(folder, daemon_of(run.err)));
 }
 
+TEST_CASE("gradd launch uses a daemon that already answers, and leaves it running",
+          "[daemon][launch]") {
+  case_folder folder;
+  auto address = "127.0.0.1:" + std::to_string(free_port());
+  test_daemon daemon(folder, "", address);
+  auto policy = folder / "reuse.yaml";
+  write_file(policy, "daemon:\n  address: \"" + address + "\"\n  token_file: "
+                         + (folder / "token") + "\n");
+  auto run = run_child({GRADD_CLI, "launch", "--nproc", "2", "--config", policy, "--", "/bin/sh",
+                        "-c", "echo daemon=$GRADD_DAEMON"},
+                       60s);
+  INFO(run.out << run.err);
+  REQUIRE(run.exited(0));
+  CHECK_THAT(run.err, Catch::Contains("gradd daemon at " + address + " (already running)"));
+  CHECK(run.out.find("daemon=" + address) != std::string::npos);
+  CHECK(still_listening(folder, address));
+}
+
 TEST_CASE("ranks under gradd launch compile once per structure with its daemon, bitwise",
           "[daemon][launch]") {
   case_folder folder;
