@@ -107,10 +107,16 @@ struct link {
     s.queued.clear();
     for (auto& job : queued)
       without_daemon(std::move(job), why);
-    auto out = std::move(s.out);
-    s.out.clear();
-    for (auto& [id, request] : out)
-      without_daemon(std::move(*request.job), why);
+    settle_out(why);
+  }
+
+  /// Every request out goes on without the daemon; their answers, if they
+  /// still come, find nothing to settle.
+  void settle_out(const std::string& why) const {
+    auto out = std::move(state().out);
+    state().out.clear();
+    for (auto& [id, job] : out)
+      without_daemon(std::move(*job), why);
   }
 
   void start_ticking() const {
@@ -146,7 +152,7 @@ struct link {
 
   void send(capture_job job) const {
     auto shared = std::make_shared<capture_job>(std::move(job));
-    state().out[shared->graph_id] = {shared, clock::now() + timeout()};
+    state().out[shared->graph_id] = shared;
     start_ticking();
     compile_request request{config().passes.effective_pipeline(), shared->ir};
     auto key = request_key(request);
@@ -185,7 +191,7 @@ struct link {
   /// Removes `job` from the requests out; false if it is not there any more.
   bool take_back(const std::shared_ptr<capture_job>& job) const {
     auto found = state().out.find(job->graph_id);
-    if (found == state().out.end() || found->second.job != job)
+    if (found == state().out.end() || found->second != job)
       return false;
     state().out.erase(found);
     return true;
@@ -265,19 +271,13 @@ struct link {
     self->delayed_send(self, report_every, report_tick{});
   }
 
+  /// Once the pipeline stops, settles the requests out at once: their
+  /// timeouts would hold the stop up.
   void tick() const {
-    auto& s = state();
-    s.ticking = false;
-    auto now = clock::now();
-    std::vector<std::shared_ptr<capture_job>> late;
-    for (auto& [id, request] : s.out)
-      if (context->stopping.load() || now > request.deadline)
-        late.push_back(request.job);
-    for (auto& job : late) {
-      take_back(job);
-      without_daemon(std::move(*job), "no answer within daemon.timeout_ms");
-    }
-    if (!s.out.empty())
+    state().ticking = false;
+    if (context->stopping.load())
+      settle_out("cancelled: gradd is stopping");
+    if (!state().out.empty())
       start_ticking();
   }
 };

@@ -28,8 +28,8 @@
 
 namespace gradd::actors {
 
-/// Sent by the link to itself while requests are out: checks their
-/// deadlines and whether the pipeline stops.
+/// Sent by the link to itself while requests are out: checks whether the
+/// pipeline stops (the requests' own timeouts cover a slow daemon).
 struct link_tick {};
 
 /// Sent by the link to itself every second while connected: reports this
@@ -53,18 +53,13 @@ struct daemon_link_state {
   // it can, which would make `daemon` a handle to the link itself.
   daemon_link_state() = default;
 
-  struct request {
-    std::shared_ptr<capture_job> job;
-    std::chrono::steady_clock::time_point deadline;
-  };
-
   daemon_actor daemon;  ///< welcomed; invalid while there is none
   bool connecting = false;
   bool ticking = false;
   bool reporting = false;
   std::chrono::steady_clock::time_point retry_at{};
   std::vector<capture_job> queued;  ///< arrived while connecting
-  std::unordered_map<uint64_t, request> out;  ///< sent, by graph id
+  std::unordered_map<uint64_t, std::shared_ptr<capture_job>> out;  ///< sent, by graph id
   std::string said;  ///< the last problem logged, so each is said once
 };
 

@@ -2,6 +2,10 @@
 
 #include "config/daemon_address.hpp"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdlib>
 
 namespace gradd {
@@ -21,6 +25,22 @@ std::optional<daemon_address> parse_daemon_address(const std::string& text) {
 
 std::string to_string(const daemon_address& address) {
   return address.host + ":" + std::to_string(address.port);
+}
+
+std::optional<uint16_t> free_loopback_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0)
+    return std::nullopt;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&address), length) == 0
+               && ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  ::close(fd);
+  if (!bound)
+    return std::nullopt;
+  return ntohs(address.sin_port);
 }
 
 std::optional<daemon_address> configured_daemon(const settings& s) {

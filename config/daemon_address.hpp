@@ -22,6 +22,10 @@ std::optional<daemon_address> parse_daemon_address(const std::string& text);
 
 std::string to_string(const daemon_address& address);
 
+/// A loopback port nothing listens on now (bound, then closed again): for a
+/// job's MASTER_PORT, or a daemon of a test's own. nullopt if none can be had.
+std::optional<uint16_t> free_loopback_port();
+
 /// The daemon a process compiles with: $GRADD_DAEMON (a launcher's, naming
 /// the daemon it runs), else daemon.address; nullopt for none, for port 0
 /// (which only tells a daemon to listen on any port), or for an address

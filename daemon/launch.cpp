@@ -14,9 +14,7 @@
 #include <caf/io/all.hpp>
 
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -99,20 +97,6 @@ pid_t spawn(const std::vector<std::string>& argv, const std::map<std::string, st
   return pid;
 }
 
-/// A port nothing listens on now, for MASTER_PORT.
-uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0
-      || ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0)
-    fail("cannot find a free port for MASTER_PORT");
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
 /// The daemon the ranks use: `pid` set when this launcher started it.
 struct job_daemon {
   std::string address;
@@ -192,7 +176,13 @@ int launch(const std::string& self, const launch_options& o) {
   const char* master_addr = std::getenv("MASTER_ADDR");
   const char* master_port = std::getenv("MASTER_PORT");
   env["MASTER_ADDR"] = master_addr ? master_addr : "127.0.0.1";
-  env["MASTER_PORT"] = master_port ? master_port : std::to_string(free_port());
+  if (master_port) {
+    env["MASTER_PORT"] = master_port;
+  } else if (auto port = free_loopback_port()) {
+    env["MASTER_PORT"] = std::to_string(*port);
+  } else {
+    fail("cannot find a free port for MASTER_PORT");
+  }
   if (!o.config.empty())
     env["GRADD_CONFIG"] = o.config;
   std::map<pid_t, int> running;  // pid -> rank

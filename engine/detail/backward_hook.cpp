@@ -133,8 +133,16 @@ private:
   }
 
   /// Whether `r`'s plan, once there, serves this backward: always, unless
-  /// the ranks agree (Note [Agreement across ranks]). Counts the backward.
+  /// the ranks agree (Note [Agreement across ranks]). Counts the backward
+  /// while that matters: a published plan without an agreement, or past
+  /// its agreed index, costs a hit two loads, not a shared increment.
   bool due(graph_record& r) {
+    if (r.state.load(std::memory_order_acquire) == graph_state::ready) {
+      auto from = r.serve_from.load();  // read after state: set before publication
+      if (from == 0 || (from != graph_record::not_agreed
+                        && r.seen.load(std::memory_order_relaxed) > from))
+        return true;
+    }
     auto index = r.seen.fetch_add(1, std::memory_order_relaxed);
     if (r.serve_from.load() == graph_record::not_agreed && index >= r.proposal.load()) {
       // At the index it proposed, the rank waits for the agreement, and for

@@ -59,9 +59,10 @@ struct graph_record {
   // that got its plan proposes an index (`proposal`) and does not serve the
   // plan until the daemon has told the agreed one; at its own proposal it
   // waits for it (daemon.agreement_timeout_ms, then it serves alone).
+  // 0 means no agreement: proposals are counts plus 2, never 0.
   static constexpr uint64_t not_agreed = UINT64_MAX;
-  std::atomic<uint64_t> seen{0};        ///< backwards of this structure so far
-  std::atomic<uint64_t> serve_from{0};  ///< not_agreed while the ranks agree
+  std::atomic<uint64_t> seen{0};        ///< backwards of this structure, while they matter
+  std::atomic<uint64_t> serve_from{0};  ///< 0: at once; not_agreed while the ranks agree
   std::atomic<uint64_t> proposal{0};
 
   /// Waits until the record leaves `pending`, at most `timeout`.

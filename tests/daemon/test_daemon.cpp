@@ -2,11 +2,10 @@
 
 #include "daemon/test_daemon.hpp"
 
+#include "config/daemon_address.hpp"
+
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,15 +37,9 @@ void write_file(const std::string& path, const std::string& text, unsigned mode)
 }
 
 uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  socklen_t length = sizeof address;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
+  auto port = free_loopback_port();
+  REQUIRE(port);
+  return *port;
 }
 
 test_daemon::test_daemon(const case_folder& folder, const std::string& extra,
