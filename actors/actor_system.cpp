@@ -3,6 +3,7 @@
 #include "actors/actor_system.hpp"
 
 #include "actors/daemon_protocol.hpp"
+#include "actors/errors.hpp"
 #include "actors/type_ids.hpp"
 
 #include <caf/all.hpp>
@@ -16,7 +17,7 @@ void configure_actor_system(caf::actor_system_config& cfg, size_t workers) {
   cfg.set("scheduler.max-threads", workers);
   cfg.set("work-stealing.moderate-poll-attempts", 0);
   cfg.add_message_types<caf::id_block::gradd>();
-  cfg.add_error_category(caf::atom("gradd"), render_daemon_error);
+  cfg.add_error_category(caf::atom("gradd"), render_error);
   cfg.load<caf::io::middleman>();
   cfg.set("middleman.app-identifiers", std::vector<std::string>{daemon_protocol_id});
   // A daemon that hangs is noticed (CAF-0.17.md, section 5).

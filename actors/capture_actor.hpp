@@ -8,7 +8,7 @@
 #include "actors/messages.hpp"
 #include "actors/pass_pipeline_actor.hpp"
 #include "actors/registry_actor.hpp"
-#include "actors/stage_context.hpp"
+#include "actors/stage_setup.hpp"
 
 #include <caf/typed_actor.hpp>
 
@@ -21,7 +21,7 @@ struct capture_state {
 };
 
 capture_actor::behavior_type capture_stage(capture_actor::stateful_pointer<capture_state> self,
-                                           stage_context* context, pass_pipeline_actor passes,
+                                           stage_setup setup, pass_pipeline_actor passes,
                                            registry_actor registry);
 
 } // namespace gradd::actors

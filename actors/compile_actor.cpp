@@ -14,12 +14,12 @@ namespace gradd::actors {
 namespace {
 
 /// The test knob compile.delay_ms: a compile that takes this long, and
-/// stops as any compile does when interrupted (stage_context::interruption).
-void delay(const stage_context& context, uint64_t graph_id) {
+/// stops as any compile does when interrupted (stage_setup::interruption).
+void delay(const stage_setup& setup, uint64_t graph_id) {
   auto until = std::chrono::steady_clock::now()
-               + std::chrono::milliseconds(context.config.compile.delay_ms);
+               + std::chrono::milliseconds(setup.config.compile.delay_ms);
   while (std::chrono::steady_clock::now() < until) {
-    context.check_interruption(graph_id);
+    setup.check_interruption(graph_id);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
@@ -27,23 +27,22 @@ void delay(const stage_context& context, uint64_t graph_id) {
 } // namespace
 
 compile_actor::behavior_type compile_stage(compile_actor::stateful_pointer<compile_state>,
-                                           stage_context* context, registry_actor registry) {
+                                           stage_setup setup, registry_actor registry) {
+  auto mine = std::make_shared<const stage_setup>(std::move(setup));
   return {
-    [context, registry](compile_job& job) {
+    [mine, registry](compile_job& job) {
       auto shared = std::make_shared<compile_job>(std::move(job));
-      context->run_on_arena([context, registry, shared] {
+      mine->run_work([mine, registry, shared] {
         try {
-          delay(*context, shared->graph_id);
-          context->check_interruption(shared->graph_id);
+          delay(*mine, shared->graph_id);
+          mine->check_interruption(shared->graph_id);
           compile_result result;
           result.graph_id = shared->graph_id;
           result.plan = compiler::build_plan(shared->ir);
           result.ir = std::move(shared->ir);
-          result.ok = true;
           caf::anon_send(registry, std::move(result));
-        } catch (const std::exception& e) {
-          caf::anon_send(registry,
-                         compile_result::failure(shared->graph_id, "compile stage", e.what()));
+        } catch (...) {
+          caf::anon_send(registry, stage_setup::failure(shared->graph_id, "compile stage"));
         }
       });
     },

@@ -4,7 +4,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/registry_actor.hpp"
-#include "actors/stage_context.hpp"
+#include "actors/stage_setup.hpp"
 
 #include <caf/typed_actor.hpp>
 
@@ -17,6 +17,6 @@ struct compile_state {
 };
 
 compile_actor::behavior_type compile_stage(compile_actor::stateful_pointer<compile_state> self,
-                                           stage_context* context, registry_actor registry);
+                                           stage_setup setup, registry_actor registry);
 
 } // namespace gradd::actors

@@ -5,6 +5,7 @@
 
 #include "actors/daemon_link.hpp"
 
+#include "actors/job_layout.hpp"
 #include "compiler/plan.hpp"
 #include "compiler/portable_key.hpp"
 #include "config/daemon_address.hpp"
@@ -40,11 +41,11 @@ constexpr uint64_t agreement_lead = 2;
 /// Where the link is and what it talks to; copied into its handlers.
 struct link {
   link_pointer self;
-  stage_context* context;
+  std::shared_ptr<const stage_setup> setup;
+  daemon_counters* counters;
   capture_actor capture;
   registry_actor registry;
-  std::string job;          ///< MASTER_ADDR:MASTER_PORT, "" outside a job
-  uint32_t world_size = 1;  ///< $WORLD_SIZE
+  job_layout job;
 
   daemon_link_state& state() const { return self->state; }
 
@@ -52,9 +53,9 @@ struct link {
   /// ranks: async compiles in a job of several ranks (with sync compiles
   /// every rank's first backward of a structure waits for its plan).
   bool agreeing() const {
-    return world_size > 1 && !job.empty() && config().compile.mode == compile_mode::async;
+    return job.shared() && config().compile.mode == compile_mode::async;
   }
-  const settings& config() const { return context->config; }
+  const settings& config() const { return setup->config; }
   std::chrono::milliseconds timeout() const {
     return std::chrono::milliseconds(config().daemon.timeout_ms);
   }
@@ -81,16 +82,20 @@ struct link {
 
   /// The job goes on without the daemon, by daemon.fallback.
   void without_daemon(capture_job job, const std::string& why) const {
-    if (context->stopping.load()) {
-      caf::anon_send(registry, compile_result::failure(job.graph_id, "daemon link",
-                                                       "cancelled: gradd is stopping"));
+    compile_result failed;
+    failed.graph_id = job.graph_id;
+    if (setup->is_stopping()) {
+      failed.error = make_error(errc::cancelled, "gradd is stopping");
+      caf::anon_send(registry, std::move(failed));
       return;
     }
-    context->counters->fallbacks.fetch_add(1, std::memory_order_relaxed);
-    if (config().daemon.fallback == daemon_fallback::local)
+    counters->fallbacks.fetch_add(1, std::memory_order_relaxed);
+    if (config().daemon.fallback == daemon_fallback::local) {
       caf::anon_send(capture, std::move(job));
-    else
-      caf::anon_send(registry, compile_result::failure(job.graph_id, "daemon", why.c_str()));
+      return;
+    }
+    failed.error = make_error(errc::compile_failed, "daemon: " + why);
+    caf::anon_send(registry, std::move(failed));
   }
 
   /// The daemon is gone or never came: every job waiting for it goes on
@@ -130,23 +135,23 @@ struct link {
   /// holds the plan back until the ranks agreed (Note [Agreement across
   /// ranks]); call before the plan is published.
   void propose(uint64_t graph_id, uint64_t key) const {
-    auto record = context->table->record(graph_id);
-    if (!record || !state().daemon)
+    if (!state().daemon)
       return;
-    auto proposal = record->seen.load() + agreement_lead;
-    record->proposal.store(proposal);
-    record->serve_from.store(engine::detail::graph_record::not_agreed);
+    auto proposal = setup->sink->hold_for_agreement(graph_id, agreement_lead);
+    if (!proposal)
+      return;
     auto me = *this;
     self->request(state().daemon, std::chrono::milliseconds(config().daemon.agreement_timeout_ms),
-                  agree_request{job, world_size, key, proposal})
-        .then([record](agreed& answer) { record->agree(answer.serve_from); },
-              [me, record, proposal](caf::error& error) {
-                me.say(log_level::warning, "graph " + std::to_string(record->id)
+                  agree_request{job.store, job.attempt, job.local_ranks, job.machine,
+                                job.machines, key, *proposal})
+        .then([me, graph_id](agreed& answer) { me.setup->sink->agree(graph_id, answer.serve_from); },
+              [me, graph_id, proposal](caf::error& error) {
+                me.say(log_level::warning, "graph " + std::to_string(graph_id)
                                                + ": no agreement from " + me.daemon_name() + " ("
                                                + me.self->system().render(error)
                                                + "); its plan serves this rank from backward "
-                                               + std::to_string(proposal) + " on");
-                record->agree(proposal);
+                                               + std::to_string(*proposal) + " on");
+                me.setup->sink->agree(graph_id, *proposal);
               });
   }
 
@@ -167,12 +172,11 @@ struct link {
                 me.without_daemon(std::move(*shared), "the daemon's plan does not fit the graph");
                 return;
               }
-              me.context->counters->plans.fetch_add(1, std::memory_order_relaxed);
+              me.counters->plans.fetch_add(1, std::memory_order_relaxed);
               if (me.agreeing())
                 me.propose(shared->graph_id, key);
               compile_result result;
               result.graph_id = shared->graph_id;
-              result.ok = true;
               result.ir = std::move(reply.ir);
               result.plan = std::move(reply.plan);
               caf::anon_send(me.registry, std::move(result));
@@ -260,10 +264,10 @@ struct link {
   void report() const {
     auto& s = state();
     s.reporting = static_cast<bool>(s.daemon);
-    if (!s.reporting || !context->own_statistics)
+    if (!s.reporting || !s.own_statistics)
       return;
     client_report report;
-    for (auto& [name, value] : context->own_statistics()) {
+    for (auto& [name, value] : s.own_statistics()) {
       report.names.push_back(std::move(name));
       report.values.push_back(value);
     }
@@ -275,8 +279,8 @@ struct link {
   /// timeouts would hold the stop up.
   void tick() const {
     state().ticking = false;
-    if (context->stopping.load())
-      settle_out("cancelled: gradd is stopping");
+    if (setup->is_stopping())
+      settle_out("gradd is stopping");
     if (!state().out.empty())
       start_ticking();
   }
@@ -302,15 +306,12 @@ std::optional<std::pair<daemon_actor, std::string>> host_compile_service() {
   return host_service ? *host_service : std::nullopt;
 }
 
-daemon_link_actor::behavior_type daemon_link_stage(link_pointer self, stage_context* context,
-                                                   capture_actor capture,
-                                                   registry_actor registry) {
-  const char* master_addr = std::getenv("MASTER_ADDR");
-  const char* master_port = std::getenv("MASTER_PORT");
-  const char* world_size = std::getenv("WORLD_SIZE");
-  link me{self, context, std::move(capture), std::move(registry),
-          master_addr && master_port ? std::string(master_addr) + ":" + master_port : "",
-          world_size ? static_cast<uint32_t>(std::max(1, std::atoi(world_size))) : 1u};
+daemon_link_actor::behavior_type daemon_link_stage(
+    link_pointer self, stage_setup setup, capture_actor capture, registry_actor registry,
+    daemon_counters* counters, std::function<statistics_fields()> own_statistics) {
+  self->state.own_statistics = std::move(own_statistics);
+  link me{self, std::make_shared<const stage_setup>(std::move(setup)), counters,
+          std::move(capture), std::move(registry), read_job_layout()};
   self->set_down_handler([me](caf::down_msg& down) {
     if (down.source == me.state().daemon.address())
       me.lost("went away: " + me.self->system().render(down.reason));

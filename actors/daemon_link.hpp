@@ -10,15 +10,17 @@
 // and tries a lost daemon again after daemon.retry_after_ms.
 
 #include "actors/capture_actor.hpp"
+#include "actors/daemon_counters.hpp"
 #include "actors/daemon_protocol.hpp"
 #include "actors/registry_actor.hpp"
-#include "actors/stage_context.hpp"
+#include "actors/stage_setup.hpp"
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,6 +63,7 @@ struct daemon_link_state {
   std::vector<capture_job> queued;  ///< arrived while connecting
   std::unordered_map<uint64_t, std::shared_ptr<capture_job>> out;  ///< sent, by graph id
   std::string said;  ///< the last problem logged, so each is said once
+  std::function<statistics_fields()> own_statistics;  ///< what it reports
 };
 
 /// Makes `service`, a compile service in this process (spawned by a host
@@ -73,7 +76,8 @@ void compile_with(daemon_actor service, std::string token);
 std::optional<std::pair<daemon_actor, std::string>> host_compile_service();
 
 daemon_link_actor::behavior_type daemon_link_stage(
-    daemon_link_actor::stateful_pointer<daemon_link_state> self, stage_context* context,
-    capture_actor capture, registry_actor registry);
+    daemon_link_actor::stateful_pointer<daemon_link_state> self, stage_setup setup,
+    capture_actor capture, registry_actor registry, daemon_counters* counters,
+    std::function<statistics_fields()> own_statistics);
 
 } // namespace gradd::actors

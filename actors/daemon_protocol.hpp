@@ -5,11 +5,11 @@
 // format: CAF 0.17 checks no schema across versions, so
 // `daemon_protocol_id` (the middleman's application identifier) changes
 // with any of them, and the hello carries gradd's and torch's versions.
+// Refusals are gradd errors (errors.hpp).
 
+#include "actors/errors.hpp"
 #include "actors/ir_inspect.hpp"
 
-#include <caf/atom.hpp>
-#include <caf/error.hpp>
 #include <caf/meta/type_name.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -20,27 +20,7 @@
 
 namespace gradd::actors {
 
-inline constexpr const char* daemon_protocol_id = "gradd-daemon-1";
-
-/// Why the daemon refused a request: `caf::error`s of category "gradd".
-enum class daemon_errc : uint8_t {
-  wrong_token = 1,  ///< the hello's token is not the daemon's
-  wrong_version,    ///< another gradd or torch version
-  not_welcomed,     ///< a request on a connection that has not said hello
-  too_busy,         ///< a bound on clients, requests in flight or graph size
-  compile_failed,   ///< lowering, a pass or plan building failed
-  stopping,         ///< the daemon drains after SIGTERM
-};
-
-std::string to_string(daemon_errc code);
-
-/// A refusal: `code`, with `what` for the log of the one refused.
-caf::error make_error(daemon_errc code, std::string what);
-
-/// Renders gradd's errors in CAF's messages (actor_system_config::
-/// add_error_category).
-std::string render_daemon_error(uint8_t code, caf::atom_value category,
-                                const caf::message& context);
+inline constexpr const char* daemon_protocol_id = "gradd-daemon-2";
 
 /// The first request of a connection.
 struct client_hello {
@@ -83,12 +63,17 @@ struct compiled_plan {
 uint64_t request_key(const compile_request& request);
 
 /// A rank's proposal of the backward index (of one structure, counted on
-/// this rank) from which its plan serves: the daemon answers every rank of
-/// the job with the largest proposal once all `world_size` have made one.
+/// this rank) from which its plan serves. Once the job's ranks on this
+/// machine have all proposed, the daemon takes the largest proposal; on
+/// several machines, the largest of every machine's, exchanged through the
+/// job's c10d TCPStore (daemon/store_exchange.hpp). Every rank hears it.
 struct agree_request {
-  std::string job;     ///< MASTER_ADDR:MASTER_PORT: the ranks of one job
-  uint32_t world_size = 0;
-  uint64_t key = 0;    ///< request_key of the structure's compile request
+  std::string job;           ///< MASTER_ADDR:MASTER_PORT, where the job's store is
+  uint32_t attempt = 0;      ///< $TORCHELASTIC_RESTART_COUNT: a restarted job agrees anew
+  uint32_t local_ranks = 0;  ///< the job's ranks on this machine
+  uint32_t machine = 0;      ///< this machine's index in the job
+  uint32_t machines = 1;     ///< the job's machines
+  uint64_t key = 0;          ///< request_key of the structure's compile request
   uint64_t proposal = 0;
 };
 
@@ -150,6 +135,7 @@ struct daemon_status {
   uint64_t structures = 0;         ///< plans held in memory
   uint64_t in_flight = 0;          ///< compiles running
   uint64_t agreements = 0;         ///< structures all ranks of a job agreed to switch together
+  uint64_t store_agreements = 0;   ///< of those, agreed with other machines through the job's store
   std::vector<client_status> per_client;
 };
 
@@ -184,7 +170,8 @@ typename Inspector::result_type inspect(Inspector& f, compiled_plan& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, agree_request& x) {
-  return f(caf::meta::type_name("gradd.agree_request"), x.job, x.world_size, x.key, x.proposal);
+  return f(caf::meta::type_name("gradd.agree_request"), x.job, x.attempt, x.local_ranks, x.machine,
+           x.machines, x.key, x.proposal);
 }
 
 template <class Inspector>
@@ -223,7 +210,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, daemon_status& x) {
   return f(caf::meta::type_name("gradd.daemon_status"), x.gradd_version, x.torch_version,
            x.clients, x.requests, x.compiles, x.compiles_saved, x.disk_loads, x.failed,
-           x.refused, x.structures, x.in_flight, x.agreements, x.per_client);
+           x.refused, x.structures, x.in_flight, x.agreements, x.store_agreements,
+           x.per_client);
 }
 
 } // namespace gradd::actors

@@ -5,6 +5,8 @@
 
 #include "actors/ir_inspect.hpp"
 
+#include <caf/error.hpp>
+
 #include <cstdint>
 #include <string>
 
@@ -31,18 +33,23 @@ struct compile_job {
 /// The outcome of one graph's trip through the pipeline (registry stage).
 struct compile_result {
   uint64_t graph_id = 0;
-  bool ok = false;
   compiler::graph ir;
   compiler::plan plan;
-  std::string error;  ///< why it failed, naming the stage
+  caf::error error;  ///< why it failed (errors.hpp); none when it compiled
 
-  /// A failed result for graph `id`: `stage` and what went wrong.
-  static compile_result failure(uint64_t id, const std::string& stage, const char* what) {
-    compile_result r;
-    r.graph_id = id;
-    r.error = stage + ": " + what;
-    return r;
-  }
+  bool ok() const { return !error; }
+};
+
+/// Asks the registry for its counts once `submitted` graphs have settled
+/// (at once for 0): wait_for_compiles and statistics, as a request.
+struct settled_request {
+  uint64_t submitted = 0;
+};
+
+/// The registry's counts.
+struct compile_counts {
+  uint64_t settled = 0;   ///< graphs the registry settled, dropped ones included
+  uint64_t compiles = 0;  ///< of those, compiles that finished (ready or failed)
 };
 
 template <class Inspector>
@@ -62,8 +69,17 @@ typename Inspector::result_type inspect(Inspector& f, compile_job& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, compile_result& x) {
-  return f(caf::meta::type_name("gradd.compile_result"), x.graph_id, x.ok, x.ir, x.plan,
-           x.error);
+  return f(caf::meta::type_name("gradd.compile_result"), x.graph_id, x.ir, x.plan, x.error);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, settled_request& x) {
+  return f(caf::meta::type_name("gradd.settled_request"), x.submitted);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, compile_counts& x) {
+  return f(caf::meta::type_name("gradd.compile_counts"), x.settled, x.compiles);
 }
 
 } // namespace gradd::actors

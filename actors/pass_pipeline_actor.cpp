@@ -12,22 +12,22 @@
 namespace gradd::actors {
 
 pass_pipeline_actor::behavior_type pass_pipeline_stage(
-    pass_pipeline_actor::stateful_pointer<pass_pipeline_state>, stage_context* context,
+    pass_pipeline_actor::stateful_pointer<pass_pipeline_state>, stage_setup setup,
     compile_actor compile, registry_actor registry) {
+  auto mine = std::make_shared<const stage_setup>(std::move(setup));
   return {
-    [context, compile, registry](pass_job& job) {
+    [mine, compile, registry](pass_job& job) {
       auto shared = std::make_shared<pass_job>(std::move(job));
-      context->run_on_arena([context, compile, registry, shared] {
-        const auto& config = context->config;
+      mine->run_work([mine, compile, registry, shared] {
+        const auto& config = mine->config;
         try {
           compiler::pass_manager passes(config.passes.effective_pipeline());
           passes.dump_to(config.logging.ir_dump_dir);
           passes.run(shared->ir, "graph_" + std::to_string(shared->graph_id),
-                     [&] { context->check_interruption(shared->graph_id); });
+                     [&] { mine->check_interruption(shared->graph_id); });
           caf::anon_send(compile, compile_job{shared->graph_id, std::move(shared->ir)});
-        } catch (const std::exception& e) {
-          caf::anon_send(registry,
-                         compile_result::failure(shared->graph_id, "pass pipeline", e.what()));
+        } catch (...) {
+          caf::anon_send(registry, stage_setup::failure(shared->graph_id, "pass pipeline"));
         }
       });
     },

@@ -6,7 +6,7 @@
 #include "actors/compile_actor.hpp"
 #include "actors/messages.hpp"
 #include "actors/registry_actor.hpp"
-#include "actors/stage_context.hpp"
+#include "actors/stage_setup.hpp"
 
 #include <caf/typed_actor.hpp>
 
@@ -19,7 +19,7 @@ struct pass_pipeline_state {
 };
 
 pass_pipeline_actor::behavior_type pass_pipeline_stage(
-    pass_pipeline_actor::stateful_pointer<pass_pipeline_state> self, stage_context* context,
+    pass_pipeline_actor::stateful_pointer<pass_pipeline_state> self, stage_setup setup,
     compile_actor compile, registry_actor registry);
 
 } // namespace gradd::actors

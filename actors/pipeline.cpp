@@ -16,39 +16,40 @@
 #include "actors/daemon_link.hpp"
 #include "actors/pass_pipeline_actor.hpp"
 #include "actors/registry_actor.hpp"
-#include "actors/stage_context.hpp"
 #include "config/daemon_address.hpp"
 #include "config/log.hpp"
 
 #include <caf/all.hpp>
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/info.h>
+#include <oneapi/tbb/task_arena.h>
 
 #include <optional>
 
 namespace gradd::actors {
 
 struct pipeline::impl {
-  impl(const settings& config, engine::detail::plan_table& table, daemon_counters& counters,
+  impl(const settings& config, plan_sink& sink, daemon_counters& counters,
        std::function<statistics_fields()> own_statistics)
       : arena_threads(static_cast<int>(config.compile.threads)),
         parallelism(arena_threads + 1 > tbb::info::default_concurrency()
                         ? std::make_optional<tbb::global_control>(
                             tbb::global_control::max_allowed_parallelism, arena_threads + 1)
                         : std::nullopt),
-        arena(arena_threads, 0) {
-    context.config = config;
-    context.table = &table;
-    context.arena = &arena;
-    context.counters = &counters;
-    context.own_statistics = std::move(own_statistics);
+        arena(arena_threads, 0),
+        sink(sink),
+        logging(config.logging.level) {
+    stage_setup setup{config, &sink,
+                      [this](std::function<void()> work) { arena.enqueue(std::move(work)); },
+                      &stopping};
     auto& system = process_actor_system();
-    registry = system.spawn(registry_stage, &context);
-    compile = system.spawn(compile_stage, &context, registry);
-    passes = system.spawn(pass_pipeline_stage, &context, compile, registry);
-    capture = system.spawn(capture_stage, &context, passes, registry);
+    registry = system.spawn(registry_stage, setup, &counts);
+    compile = system.spawn(compile_stage, setup, registry);
+    passes = system.spawn(pass_pipeline_stage, setup, compile, registry);
+    capture = system.spawn(capture_stage, setup, passes, registry);
     if (configured_daemon(config) || host_compile_service())
-      link = system.spawn(daemon_link_stage, &context, capture, registry);
+      link = system.spawn(daemon_link_stage, setup, capture, registry, &counters,
+                          std::move(own_statistics));
     intake = link ? caf::actor_cast<capture_actor>(link) : capture;
   }
 
@@ -57,7 +58,11 @@ struct pipeline::impl {
   // a larger pool (CAF-0.17.md, section 4, "2-core trap").
   std::optional<tbb::global_control> parallelism;
   tbb::task_arena arena;
-  stage_context context;
+  plan_sink& sink;
+  log_level logging;
+  std::atomic<bool> stopping{false};   ///< read by the stages' work
+  std::atomic<uint64_t> submitted{0};  ///< written by submit only
+  published_counts counts;             ///< written by the registry only
   registry_actor registry;
   compile_actor compile;
   pass_pipeline_actor passes;
@@ -71,9 +76,9 @@ struct pipeline::impl {
   bool settled = true;
 };
 
-pipeline::pipeline(const settings& config, engine::detail::plan_table& table,
-                   daemon_counters& counters, std::function<statistics_fields()> own_statistics)
-    : impl_(new impl(config, table, counters, std::move(own_statistics))) {}
+pipeline::pipeline(const settings& config, plan_sink& sink, daemon_counters& counters,
+                   std::function<statistics_fields()> own_statistics)
+    : impl_(new impl(config, sink, counters, std::move(own_statistics))) {}
 
 pipeline::~pipeline() {
   if (stop())
@@ -81,33 +86,37 @@ pipeline::~pipeline() {
 }
 
 bool pipeline::submit(uint64_t graph_id, compiler::graph node_table) {
-  auto& context = impl_->context;
   std::lock_guard lock(impl_->intake_mutex);
-  if (context.stopping.load())
+  if (impl_->stopping.load())
     return false;
-  context.in_flight.fetch_add(1);
+  impl_->submitted.fetch_add(1);
   caf::anon_send(impl_->intake, capture_job{graph_id, std::move(node_table)});
   return true;
 }
 
 bool pipeline::wait_idle(std::chrono::milliseconds timeout) {
-  auto& context = impl_->context;
-  std::unique_lock lock(context.idle_mutex);
-  return context.idle.wait_for(lock, timeout, [&] { return context.in_flight.load() == 0; });
+  auto submitted = impl_->submitted.load();
+  if (impl_->counts.settled.load() >= submitted)
+    return true;
+  caf::scoped_actor self{process_actor_system()};
+  bool settled = false;
+  self->request(impl_->registry, timeout, settled_request{submitted})
+      .receive([&](compile_counts&) { settled = true; }, [](caf::error&) {});
+  return settled;
 }
 
 uint64_t pipeline::in_flight() const noexcept {
-  return impl_->context.in_flight.load();
+  return impl_->submitted.load() - impl_->counts.settled.load();
 }
 
 uint64_t pipeline::finished() const noexcept {
-  return impl_->context.finished.load();
+  return impl_->counts.compiles.load();
 }
 
 bool pipeline::drain(std::chrono::milliseconds grace) {
   {
     std::lock_guard lock(impl_->intake_mutex);
-    impl_->context.stopping = true;
+    impl_->stopping = true;
   }
   return wait_idle(grace);
 }
@@ -119,9 +128,9 @@ bool pipeline::stop(std::chrono::milliseconds grace) {
     return i.settled;
   i.stopped = true;
   i.settled = drain(grace);
-  i.context.table->drop_pending();
+  i.sink.drop_pending();
   if (!i.settled) {
-    log(i.context.config.logging.level, log_level::warning,
+    log(i.logging, log_level::warning,
         std::to_string(in_flight()) + " compile(s) did not stop within "
             + std::to_string(grace.count()) + " ms; abandoned");
     return false;

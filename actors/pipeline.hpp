@@ -12,6 +12,8 @@
 //
 // A hit never touches it: the backward's thread reads the plan table.
 
+#include "actors/daemon_counters.hpp"
+#include "actors/plan_sink.hpp"
 #include "compiler/ir.hpp"
 #include "config/settings.hpp"
 
@@ -24,30 +26,17 @@
 #include <utility>
 #include <vector>
 
-namespace gradd::engine::detail {
-class plan_table;
-}
-
 namespace gradd::actors {
-
-/// The process's statistics as (name, value) pairs (gradd::fields), which
-/// the daemon link reports to the daemon.
-using statistics_fields = std::vector<std::pair<std::string, uint64_t>>;
-
-/// What the pipeline counts into the engine's statistics, which own them.
-struct daemon_counters {
-  std::atomic<uint64_t> plans{0};      ///< plans the daemon compiled or kept for this process
-  std::atomic<uint64_t> fallbacks{0};  ///< graphs that went on without the daemon
-};
 
 class pipeline {
 public:
   /// Spawns the stages in the process's actor system (started on first use,
   /// one CAF worker: the stages only pass messages) and a TBB arena of
-  /// compile.threads threads; with a daemon configured
-  /// (config/daemon_address.hpp), the daemon link too, counting into
-  /// `counters` and reporting `own_statistics` to the daemon.
-  pipeline(const settings& config, engine::detail::plan_table& table, daemon_counters& counters,
+  /// compile.threads threads, settling graphs into `sink`; with a daemon
+  /// configured (config/daemon_address.hpp), the daemon link too, counting
+  /// into `counters` and reporting `own_statistics` to the daemon. `sink`
+  /// and `counters` outlive the pipeline.
+  pipeline(const settings& config, plan_sink& sink, daemon_counters& counters,
            std::function<statistics_fields()> own_statistics);
 
   /// Stops, as stop().
@@ -61,8 +50,9 @@ public:
   /// once the pipeline stops.
   bool submit(uint64_t graph_id, compiler::graph node_table);
 
-  /// Waits until every submitted graph has settled, at most `timeout`.
-  /// Thread-safe.
+  /// Waits until every graph submitted before the call has settled, at
+  /// most `timeout`: a request to the registry. Thread-safe; not from an
+  /// actor of the pipeline's actor system (it blocks).
   bool wait_idle(std::chrono::milliseconds timeout);
 
   /// Graphs submitted and not settled yet.
@@ -72,8 +62,8 @@ public:
   uint64_t finished() const noexcept;
 
   /// Stops intake and interrupts the compiles in flight (they settle as
-  /// failed at their next step); waits at most `grace` for them. Touches no
-  /// actor, so it is safe at process exit. Returns whether all settled.
+  /// cancelled at their next step); waits at most `grace` for them, as
+  /// wait_idle. Returns whether all settled.
   bool drain(std::chrono::milliseconds grace);
 
   /// Drains, then shuts the stages down. Compiles still running after

@@ -1,4 +1,4 @@
-// The registry stage. It is the only writer of a record's final state, so
+// The registry stage. It is the only writer of a graph's final state, so
 // the table's readers (every backward) see a plan appear exactly once.
 
 #include "actors/registry_actor.hpp"
@@ -10,57 +10,83 @@
 
 namespace gradd::actors {
 
-registry_actor::behavior_type registry_stage(registry_actor::stateful_pointer<registry_state>,
-                                             stage_context* context) {
+namespace {
+
+using registry_pointer = registry_actor::stateful_pointer<registry_state>;
+
+/// Settles `result` in the plan table; false when it was dropped instead
+/// (interrupted by a stop, or reset() dropped the graph meanwhile).
+bool settle(const stage_setup& setup, compile_result& result) {
+  const auto& config = setup.config;
+  auto id = std::to_string(result.graph_id);
+  auto claimed_at = setup.sink->pending_since(result.graph_id);
+  if (!claimed_at || is(result.error, errc::cancelled) || (!result.ok() && setup.is_stopping())) {
+    setup.sink->drop(result.graph_id);  // compiles again when next seen
+    log(config.logging.level, log_level::debug,
+        "graph " + id + " dropped: " + (result.ok() ? "reset" : render(result.error)));
+    return false;
+  }
+  auto elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now()
+                                                           - *claimed_at)
+                     .count();
+  if (result.ok() && elapsed <= config.compile.timeout_ms) {
+    auto summary = compiler::to_string(result.plan);
+    if (!config.cache.dir.empty()) {
+      auto error = store_plan(config.cache.dir, setup.sink->portable_key(result.graph_id),
+                              {result.ir, result.plan});
+      if (!error.empty())
+        log(config.logging.level, log_level::warning,
+            "graph " + id + " not kept in cache.dir: " + error);
+    }
+    setup.sink->publish(result.graph_id, std::move(result.ir), std::move(result.plan), elapsed,
+                        config.cache.max_plans);
+    log(config.logging.level, log_level::info,
+        "graph " + id + " compiled in " + std::to_string(elapsed) + " ms: " + summary);
+    return true;
+  }
+  auto why = result.ok() ? "took " + std::to_string(elapsed) + " ms, over compile.timeout_ms"
+                         : render(result.error);
+  auto retry_at = config.fallback.on_compile_error == compile_error_policy::never_retry
+                      ? std::chrono::steady_clock::time_point::max()
+                      : std::chrono::steady_clock::now()
+                            + std::chrono::milliseconds(config.fallback.retry_after_ms);
+  setup.sink->fail(result.graph_id, retry_at);
+  log(config.logging.level, log_level::warning,
+      "graph " + id + " failed to compile, the stock engine serves it: " + why);
+  return true;
+}
+
+/// Answers the requests whose graphs have all settled.
+void answer_settled(registry_pointer self) {
+  auto& s = self->state;
+  auto due = s.waiting.upper_bound(s.counts.settled);
+  for (auto it = s.waiting.begin(); it != due; ++it)
+    it->second.deliver(s.counts);
+  s.waiting.erase(s.waiting.begin(), due);
+}
+
+} // namespace
+
+registry_actor::behavior_type registry_stage(registry_pointer self, stage_setup setup,
+                                             published_counts* published) {
   return {
-    [context](compile_result& result) {
-      auto& config = context->config;
-      auto record = context->table->record(result.graph_id);
-      if (!record || (!result.ok && context->stopping.load())) {
-        // Dropped by reset(), or interrupted by a stop: not a finished
-        // compile, and the structure compiles again when next seen.
-        if (record)
-          context->table->drop(*record);
-        log(config.logging.level, log_level::debug,
-            "graph " + std::to_string(result.graph_id) + " dropped: " + result.error);
-      } else {
-        context->finished.fetch_add(1);
-        record->compiles.fetch_add(1);
-        auto elapsed = std::chrono::duration<double, std::milli>(
-                           std::chrono::steady_clock::now() - record->claimed_at)
-                           .count();
-        bool in_time = elapsed <= config.compile.timeout_ms;
-        if (result.ok && in_time) {
-          auto summary = compiler::to_string(result.plan);
-          auto compiled = std::make_shared<engine::detail::compiled_graph>();
-          compiled->ir = std::move(result.ir);
-          compiled->plan = std::move(result.plan);
-          if (!config.cache.dir.empty()) {
-            auto error = store_plan(config.cache.dir, record->portable_key,
-                                    {compiled->ir, compiled->plan});
-            if (!error.empty())
-              log(config.logging.level, log_level::warning,
-                  "graph " + std::to_string(result.graph_id) + " not kept in cache.dir: " + error);
-          }
-          context->table->publish(*record, std::move(compiled), elapsed,
-                                  config.cache.max_plans);
-          log(config.logging.level, log_level::info,
-              "graph " + std::to_string(result.graph_id) + " compiled in "
-                  + std::to_string(elapsed) + " ms: " + summary);
-        } else {
-          auto why = result.ok ? "took " + std::to_string(elapsed) + " ms, over compile.timeout_ms"
-                               : result.error;
-          auto retry_at = config.fallback.on_compile_error == compile_error_policy::never_retry
-                              ? std::chrono::steady_clock::time_point::max()
-                              : std::chrono::steady_clock::now()
-                                    + std::chrono::milliseconds(config.fallback.retry_after_ms);
-          context->table->fail(*record, fallback_reason::compile_error, retry_at);
-          log(config.logging.level, log_level::warning,
-              "graph " + std::to_string(result.graph_id)
-                  + " failed to compile, the stock engine serves it: " + why);
-        }
+    [self, setup, published](compile_result& result) {
+      auto& counts = self->state.counts;
+      if (settle(setup, result)) {
+        counts.compiles += 1;
+        published->compiles.store(counts.compiles);
       }
-      context->job_settled();
+      // Published before the waiting requests hear it, so that statistics
+      // are current by the time a waiting backward wakes.
+      counts.settled += 1;
+      published->settled.store(counts.settled);
+      answer_settled(self);
+    },
+    [self](settled_request& request) {
+      auto promise = self->make_response_promise<compile_counts>();
+      self->state.waiting.emplace(request.submitted, promise);
+      answer_settled(self);
+      return promise;
     },
   };
 }

@@ -36,4 +36,13 @@ if(Libtorch_FOUND AND NOT TARGET Libtorch::torch)
     INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=1"
     INTERFACE_LINK_LIBRARIES "${_libs}"
     INTERFACE_LINK_OPTIONS "-Wl,-rpath,${LIBTORCH_DIR}/lib")
+  # The CPU part alone, for programs that need libtorch's c10d store but no
+  # device code (gradd daemon).
+  add_library(Libtorch::cpu INTERFACE IMPORTED)
+  set_target_properties(Libtorch::cpu PROPERTIES
+    INTERFACE_INCLUDE_DIRECTORIES
+      "${LIBTORCH_DIR}/include;${LIBTORCH_DIR}/include/torch/csrc/api/include"
+    INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=1"
+    INTERFACE_LINK_LIBRARIES "${LIBTORCH_CPU_LIBRARY};${LIBTORCH_C10_LIBRARY}"
+    INTERFACE_LINK_OPTIONS "-Wl,-rpath,${LIBTORCH_DIR}/lib")
 endif()

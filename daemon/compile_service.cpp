@@ -8,6 +8,7 @@
 #include "compiler/plan.hpp"
 #include "compiler/portable_key.hpp"
 #include "daemon/daemon_log.hpp"
+#include "daemon/store_exchange.hpp"
 
 #include <caf/all.hpp>
 #include <torch/version.h>
@@ -22,7 +23,7 @@ namespace gradd::daemon {
 namespace {
 
 using actors::compiled_plan;
-using actors::daemon_errc;
+using actors::errc;
 using actors::make_error;
 using actors::plan_source;
 using service_pointer = service_actor::stateful_pointer<service_state>;
@@ -94,7 +95,7 @@ void answered(service_pointer self, const caf::actor_addr& client, bool without_
   }
 }
 
-void refuse(service_pointer self, plan_promise& promise, daemon_errc code,
+void refuse(service_pointer self, plan_promise& promise, errc code,
             const std::string& why, const std::string& peer) {
   self->state.counts.refused += 1;
   log_event(self->state.config.logging.level, log_level::warning, "refused",
@@ -125,27 +126,27 @@ plan_promise on_compile_request(service_pointer self, actors::compile_request& r
   auto peer = to_string(sender);
   auto client = s.clients.find(sender);
   if (client == s.clients.end()) {
-    refuse(self, promise, daemon_errc::not_welcomed, "say hello with the token first", peer);
+    refuse(self, promise, errc::not_welcomed, "say hello with the token first", peer);
     return promise;
   }
   if (s.draining) {
-    refuse(self, promise, daemon_errc::stopping, "the daemon is stopping", peer);
+    refuse(self, promise, errc::stopping, "the daemon is stopping", peer);
     return promise;
   }
   if (request.table.nodes.size() > s.config.daemon.max_nodes) {
-    refuse(self, promise, daemon_errc::too_busy,
+    refuse(self, promise, errc::too_busy,
            std::to_string(request.table.nodes.size()) + " nodes, over daemon.max_nodes", peer);
     return promise;
   }
   if (client->second.waiting >= s.config.daemon.max_requests_per_client) {
-    refuse(self, promise, daemon_errc::too_busy,
+    refuse(self, promise, errc::too_busy,
            "over daemon.max_requests_per_client requests waiting", peer);
     return promise;
   }
   try {
     compiler::pass_manager check(request.passes);
   } catch (const std::exception& e) {
-    refuse(self, promise, daemon_errc::compile_failed, e.what(), peer);
+    refuse(self, promise, errc::compile_failed, e.what(), peer);
     return promise;
   }
   client->second.status.requests += 1;
@@ -157,7 +158,7 @@ plan_promise on_compile_request(service_pointer self, actors::compile_request& r
     auto& entry = found->second;
     if (!compiler::same_structure(entry.table, request.table)) {
       answered(self, sender, false);
-      refuse(self, promise, daemon_errc::compile_failed, "another structure has its key", peer);
+      refuse(self, promise, errc::compile_failed, "another structure has its key", peer);
       return promise;
     }
     if (entry.plan) {
@@ -214,7 +215,7 @@ void on_compile_finished(service_pointer self, compile_finished& done) {
     s.entries.erase(found);  // the next request tries again
     for (auto& w : waiters) {
       answered(self, w.client, false);
-      w.promise.deliver(make_error(daemon_errc::compile_failed, done.error));
+      w.promise.deliver(make_error(errc::compile_failed, done.error));
     }
   } else {
     auto source = done.plan->source;
@@ -242,59 +243,120 @@ void on_compile_finished(service_pointer self, compile_finished& done) {
   quit_if_drained(self);
 }
 
-/// A rank's proposal; once all ranks of its job proposed for the key,
-/// every one of them hears the largest (docs/design.md, "Agreement").
+/// Answers every rank of agreement `id` that the plan serves from backward
+/// `serve_from` on.
+void settle_agreement(service_pointer self, const agreement_id& id, uint64_t serve_from) {
+  auto& s = self->state;
+  auto found = s.agreements.find(id);
+  auto machines = found->second.machines;
+  for (auto& p : found->second.promises)
+    p.deliver(actors::agreed{serve_from});
+  s.counts.agreements += 1;
+  if (machines > 1)
+    s.counts.store_agreements += 1;
+  log_event(s.config.logging.level, log_level::info, "agreed",
+            {{"job", std::get<0>(id)}, {"key", hex(std::get<2>(id))},
+             {"ranks_here", uint64_t{found->second.proposals.size()}},
+             {"machines", uint64_t{machines}}, {"serve_from", serve_from}});
+  s.agreements.erase(found);
+}
+
+/// One machine's part of an agreement across machines, on a thread of its
+/// own: the exchange blocks until every machine has written.
+void store_exchanger(caf::blocking_actor* self, store_round round, agreement_id id,
+                     uint64_t round_index, service_actor service) {
+  machines_agreed result{std::move(id), round_index, std::nullopt, ""};
+  try {
+    result.serve_from = exchange_through_store(round);
+  } catch (const std::exception& error) {
+    result.error = error.what();
+  }
+  self->send(service, std::move(result));
+}
+
+/// A rank's proposal. Once all the job's ranks on this machine proposed for
+/// the key, every one of them hears the largest proposal, of this machine's
+/// or, on several machines, of all (Note [Agreement across ranks]).
 caf::typed_response_promise<actors::agreed> on_agree(service_pointer self,
                                                     actors::agree_request& request) {
   auto& s = self->state;
   auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
   auto promise = self->make_response_promise<actors::agreed>();
-  if (s.clients.count(sender) == 0 || request.world_size == 0) {
+  if (s.clients.count(sender) == 0) {
     s.counts.refused += 1;
-    promise.deliver(make_error(daemon_errc::not_welcomed, "say hello with the token first"));
+    promise.deliver(make_error(errc::not_welcomed, "say hello with the token first"));
     return promise;
   }
-  auto id = std::make_pair(request.job, request.key);
+  if (request.local_ranks == 0 || request.machine >= request.machines) {
+    s.counts.refused += 1;
+    promise.deliver(make_error(errc::no_agreement, "a job layout that cannot be"));
+    return promise;
+  }
+  agreement_id id{request.job, request.attempt, request.key};
   auto& a = s.agreements[id];
   a.proposals[sender] = request.proposal;
   a.promises.push_back(promise);
-  if (a.proposals.size() >= request.world_size) {
-    uint64_t serve_from = 0;
-    for (const auto& [client, proposal] : a.proposals)
-      serve_from = std::max(serve_from, proposal);
-    for (auto& p : a.promises)
-      p.deliver(actors::agreed{serve_from});
-    s.counts.agreements += 1;
-    log_event(s.config.logging.level, log_level::info, "agreed",
-              {{"job", request.job}, {"key", hex(request.key)},
-               {"ranks", uint64_t{a.proposals.size()}}, {"serve_from", serve_from}});
-    s.agreements.erase(id);
+  a.machines = request.machines;
+  if (a.proposals.size() < request.local_ranks || a.exchanging)
+    return promise;
+  uint64_t largest = 0;
+  for (const auto& [client, proposal] : a.proposals)
+    largest = std::max(largest, proposal);
+  if (request.machines == 1) {
+    settle_agreement(self, id, largest);
+    return promise;
   }
+  a.exchanging = s.store_rounds[id]++;
+  store_round round{request.job,
+                    store_prefix(request.attempt, request.key, *a.exchanging),
+                    request.machine,
+                    request.machines,
+                    largest,
+                    std::chrono::milliseconds(s.config.daemon.agreement_timeout_ms)};
+  self->spawn(store_exchanger, std::move(round), id, *a.exchanging,
+              caf::actor_cast<service_actor>(self));
   return promise;
+}
+
+void on_machines_agreed(service_pointer self, machines_agreed& result) {
+  auto& s = self->state;
+  auto found = s.agreements.find(result.id);
+  if (found == s.agreements.end() || found->second.exchanging != result.round)
+    return;  // dropped meanwhile: a rank of it went away
+  if (result.serve_from) {
+    settle_agreement(self, result.id, *result.serve_from);
+    return;
+  }
+  log_event(s.config.logging.level, log_level::warning, "no_agreement",
+            {{"job", std::get<0>(result.id)}, {"key", hex(std::get<2>(result.id))},
+             {"why", result.error}});
+  for (auto& p : found->second.promises)
+    p.deliver(make_error(errc::no_agreement, result.error));
+  s.agreements.erase(found);
 }
 
 caf::result<actors::daemon_welcome> on_hello(service_pointer self, actors::client_hello& hello) {
   auto& s = self->state;
   auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
   auto peer = "pid " + std::to_string(hello.pid) + " rank " + std::to_string(hello.rank);
-  auto refuse_hello = [&](daemon_errc code, const std::string& why) {
+  auto refuse_hello = [&](errc code, const std::string& why) {
     s.counts.refused += 1;
     log_event(s.config.logging.level, log_level::warning, "refused",
               {{"code", to_string(code)}, {"why", why}, {"client", peer}});
     return make_error(code, why);
   };
   if (s.draining)
-    return refuse_hello(daemon_errc::stopping, "the daemon is stopping");
+    return refuse_hello(errc::stopping, "the daemon is stopping");
   if (!same_secret(hello.token, s.token))
-    return refuse_hello(daemon_errc::wrong_token, "the token is not this daemon's");
+    return refuse_hello(errc::wrong_token, "the token is not this daemon's");
   if (hello.gradd_version != GRADD_VERSION || hello.torch_version != TORCH_VERSION)
-    return refuse_hello(daemon_errc::wrong_version,
+    return refuse_hello(errc::wrong_version,
                         "this daemon is gradd " GRADD_VERSION " with torch " TORCH_VERSION
                         ", the client gradd " + hello.gradd_version + " with torch "
                             + hello.torch_version);
   auto known = s.clients.find(sender);
   if (known == s.clients.end() && s.clients.size() >= s.config.daemon.max_clients)
-    return refuse_hello(daemon_errc::too_busy, "over daemon.max_clients clients");
+    return refuse_hello(errc::too_busy, "over daemon.max_clients clients");
   if (known == s.clients.end()) {
     auto& client = s.clients[sender];
     client.status = {s.next_client++, hello.pid, hello.rank, 0, 0};
@@ -313,7 +375,7 @@ caf::result<actors::daemon_status> on_status(service_pointer self, actors::statu
     s.counts.refused += 1;
     log_event(s.config.logging.level, log_level::warning, "refused",
               {{"code", "wrong_token"}, {"why", "status with another token"}});
-    return make_error(daemon_errc::wrong_token, "the token is not this daemon's");
+    return make_error(errc::wrong_token, "the token is not this daemon's");
   }
   auto status = s.counts;
   status.gradd_version = GRADD_VERSION;
@@ -367,6 +429,7 @@ service_actor::behavior_type compile_service(service_pointer self, settings conf
         client->second.status.report = std::move(report);
     },
     [self](compile_finished& done) { on_compile_finished(self, done); },
+    [self](machines_agreed& result) { on_machines_agreed(self, result); },
     [self](reload& next) {
       auto& s = self->state;
       if (next.config.compile.threads != s.config.compile.threads)

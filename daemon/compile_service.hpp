@@ -24,6 +24,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -35,6 +36,17 @@ struct compile_finished {
   std::optional<actors::compiled_plan> plan;  ///< empty when it failed
   std::string error;
   double ms = 0;
+};
+
+/// One agreement: a job (its store's address and attempt) and a structure.
+using agreement_id = std::tuple<std::string, uint32_t, uint64_t>;
+
+/// An agreement across machines, back from its store exchange.
+struct machines_agreed {
+  agreement_id id;
+  uint64_t round = 0;
+  std::optional<uint64_t> serve_from;  ///< empty when the exchange failed
+  std::string error;
 };
 
 /// From `gradd daemon`'s main thread: a new, validated policy (SIGHUP).
@@ -50,13 +62,15 @@ struct drain {};
 
 // Messages within the daemon's process only: never serialized.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradd::daemon::compile_finished)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradd::daemon::machines_agreed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradd::daemon::reload)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradd::daemon::drain)
 
 namespace gradd::daemon {
 
 using service_actor = actors::daemon_actor::extend<
-    caf::reacts_to<compile_finished>, caf::reacts_to<reload>, caf::reacts_to<drain>>;
+    caf::reacts_to<compile_finished>, caf::reacts_to<machines_agreed>, caf::reacts_to<reload>,
+    caf::reacts_to<drain>>;
 
 struct service_state {
   static inline const char* name = "gradd.daemon";
@@ -78,10 +92,13 @@ struct service_state {
     std::vector<waiter> waiters;  ///< while it compiles
   };
 
-  /// The proposals of one job's ranks for one structure, until all came.
+  /// The proposals of one job's ranks on this machine for one structure,
+  /// until all came and, on several machines, the store exchange answered.
   struct agreement {
     std::map<caf::actor_addr, uint64_t> proposals;
     std::vector<caf::typed_response_promise<actors::agreed>> promises;
+    uint32_t machines = 1;               ///< the job's, as its ranks say
+    std::optional<uint64_t> exchanging;  ///< the round in the job's store
   };
 
   settings config;
@@ -91,7 +108,8 @@ struct service_state {
   uint64_t next_client = 1;
   std::unordered_map<uint64_t, entry> entries;
   std::deque<uint64_t> compiled_order;  ///< keys of compiled entries, oldest first
-  std::map<std::pair<std::string, uint64_t>, agreement> agreements;  ///< by job and key
+  std::map<agreement_id, agreement> agreements;
+  std::map<agreement_id, uint64_t> store_rounds;  ///< exchanges begun per agreement id
   std::vector<actors::compile_listener> listeners;
   actors::daemon_status counts;
   bool draining = false;

@@ -16,7 +16,8 @@ std::vector<std::pair<const char*, uint64_t>> counters(const actors::daemon_stat
           {"compiles", s.compiles},     {"compiles_saved", s.compiles_saved},
           {"disk_loads", s.disk_loads}, {"failed", s.failed},
           {"refused", s.refused},       {"structures", s.structures},
-          {"in_flight", s.in_flight},   {"agreements", s.agreements}};
+          {"in_flight", s.in_flight},   {"agreements", s.agreements},
+          {"store_agreements", s.store_agreements}};
 }
 
 std::string as_text(const actors::daemon_status& s) {

@@ -77,7 +77,7 @@ void engine_state::start(const std::shared_ptr<const settings>& config) {
       return;
   }
   stop();
-  auto started = std::make_shared<actors::pipeline>(*config, table, stats.daemon,
+  auto started = std::make_shared<actors::pipeline>(*config, sink_, stats.daemon,
                                                      [] { return fields(gradd::stats()); });
   std::unique_lock lock(pipeline_mutex_);
   pipeline_ = std::move(started);

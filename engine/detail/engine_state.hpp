@@ -3,6 +3,7 @@
 #include "actors/pipeline.hpp"
 #include "engine/gradd.hpp"
 #include "engine/detail/plan_table.hpp"
+#include "engine/detail/table_sink.hpp"
 
 #include <atomic>
 #include <memory>
@@ -96,6 +97,7 @@ public:
   counters stats;
 
 private:
+  table_sink sink_{table};  ///< the pipeline's view of the table
   std::atomic<std::shared_ptr<const serving_policy>> policy_{
       std::make_shared<const serving_policy>(std::make_shared<const settings>())};
   std::atomic<uint32_t> warned_reasons_{0};

@@ -192,15 +192,23 @@ void plan_table::drop(graph_record& r) {
 
 void plan_table::clear() {
   std::vector<std::shared_ptr<graph_record>> dropped;
+  std::vector<std::shared_ptr<graph_record>> agreeing;
   {
     std::unique_lock lock(mutex_);
-    for (const auto& [id, r] : by_id_)
+    for (const auto& [id, r] : by_id_) {
       if (r->state.load() == graph_state::pending)
         dropped.push_back(r);
+      if (r->serve_from.load() == graph_record::not_agreed)
+        agreeing.push_back(r);
+    }
     by_key_.clear();
     by_id_.clear();
   }
   abandon(dropped);
+  // Their agreement will not reach them any more: a backward waiting for it
+  // goes on alone at once.
+  for (const auto& r : agreeing)
+    r->agree(r->proposal.load());
 }
 
 size_t plan_table::plans() const {

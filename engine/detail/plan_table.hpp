@@ -124,7 +124,8 @@ public:
   /// Removes `r`, pending, as drop_pending does.
   void drop(graph_record& r);
 
-  /// Removes every record; pending ones settle as drop_pending's do.
+  /// Removes every record; pending ones settle as drop_pending's do, and
+  /// plans held back for an agreement serve from their own proposal.
   void clear();
   /// Ready plans in the table.
   size_t plans() const;

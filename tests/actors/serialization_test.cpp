@@ -1,6 +1,7 @@
 // The IR, plans and pipeline messages survive CAF's binary serialization
 // unchanged: what the daemon will send over the network.
 
+#include "actors/errors.hpp"
 #include "actors/messages.hpp"
 #include "compiler/lower.hpp"
 #include "compiler/plan.hpp"
@@ -18,6 +19,7 @@
 namespace {
 
 using namespace gradd::compiler;
+using gradd::actors::errc;
 
 graph captured_like() {
   graph g;
@@ -128,8 +130,13 @@ auto fields(gradd::actors::pass_job& x) { return job_fields(x); }
 auto fields(gradd::actors::compile_job& x) { return job_fields(x); }
 
 auto fields(gradd::actors::compile_result& x) {
-  auto& [graph_id, ok, ir, plan, error] = x;
-  return std::tie(graph_id, ok, ir, plan, error);
+  auto& [graph_id, ir, plan, error] = x;
+  return std::tie(graph_id, ir, plan, error);
+}
+
+auto fields(gradd::actors::compile_counts& x) {
+  auto& [settled, compiles] = x;
+  return std::tie(settled, compiles);
 }
 
 /// Calls `check(i, a_i, b_i)` for each field `i` of `a` and `b`.
@@ -209,13 +216,13 @@ TEST_CASE("IR and plans round-trip through CAF's binary serializer", "[actors][s
   CHECK(round_trip(g) == g);
   auto p = build_plan(g);
   CHECK(round_trip(p) == p);
-  gradd::actors::compile_result result{7, true, g, p, "none"};
+  gradd::actors::compile_result result{7, g, p, make_error(errc::timed_out, "late")};
   auto copy = round_trip(result);
   CHECK(copy.graph_id == 7);
   CHECK(copy.ir == g);
   CHECK(copy.plan == p);
-  CHECK(copy.ok);
-  CHECK(copy.error == "none");
+  CHECK(is(copy.error, errc::timed_out));
+  CHECK(gradd::actors::what(copy.error) == "late");
 }
 
 TEST_CASE("every field of the IR and plan types survives serialization",
@@ -242,5 +249,7 @@ TEST_CASE("every field of the pipeline messages survives serialization",
   require_round_trip_of_every_field(gradd::actors::pass_job{4, odd_graph()});
   require_round_trip_of_every_field(gradd::actors::compile_job{5, odd_graph()});
   require_round_trip_of_every_field(
-      gradd::actors::compile_result{6, true, odd_graph(), odd_plan(), "pass dce: broke"});
+      gradd::actors::compile_result{6, odd_graph(), odd_plan(),
+                                    make_error(errc::compile_failed, "pass dce: broke")});
+  require_round_trip_of_every_field(gradd::actors::compile_counts{2, 1});
 }

@@ -6,6 +6,7 @@
 #include "daemon/test_daemon.hpp"
 
 #include <catch2/catch.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <functional>
 #include <random>
 #include <regex>
 #include <thread>
@@ -44,6 +46,48 @@ void send_junk(const std::string& address, size_t bytes, unsigned seed) {
     c = static_cast<char>(random());
   (void)::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
   ::close(fd);
+}
+
+/// The environment of a job of four ranks whose store listens on `port`.
+std::vector<std::string> job_env(uint16_t port) {
+  return {"WORLD_SIZE=4", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)};
+}
+
+/// Runs `count` ranks at once, compiling asynchronously, rank r with
+/// environment `env_of(r)`; 100 backwards of each structure.
+std::vector<child_result> run_async_ranks(
+    const case_folder& folder, size_t count,
+    const std::function<std::vector<std::string>(size_t)>& env_of) {
+  auto policy = folder / "async.yaml";
+  write_file(policy, "daemon:\n  agreement_timeout_ms: 60000\n");
+  std::vector<child_result> ranks(count);
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < ranks.size(); ++r)
+    threads.emplace_back([&, r] { ranks[r] = run_rank(policy, env_of(r), 100); });
+  for (auto& t : threads)
+    t.join();
+  return ranks;
+}
+
+/// Every rank ran bitwise and switched each structure to its plan at the
+/// same backward index as every other rank.
+void require_one_switch_index(const std::vector<child_result>& ranks) {
+  std::vector<std::string> first_plans;
+  for (const auto& rank : ranks) {
+    INFO(rank.out << rank.err);
+    REQUIRE(rank.exited(0));  // every gradient bitwise the stock engine's
+    std::string summary;
+    std::regex first_plan("structure=[0-9] first_plan=-?[0-9]+");
+    for (auto it = std::sregex_iterator(rank.out.begin(), rank.out.end(), first_plan);
+         it != std::sregex_iterator(); ++it)
+      summary += it->str() + " ";
+    first_plans.push_back(summary);
+  }
+  for (const auto& summary : first_plans) {
+    INFO(summary << "against " << first_plans[0]);
+    CHECK(summary == first_plans[0]);
+  }
+  CHECK(first_plans[0].find("first_plan=-1") == std::string::npos);
 }
 
 } // namespace
@@ -84,36 +128,68 @@ TEST_CASE("ranks compiling asynchronously switch each structure to its plan at o
           "[daemon]") {
   case_folder folder;
   test_daemon daemon(folder);
-  auto policy = folder / "async.yaml";
-  write_file(policy, "daemon:\n  agreement_timeout_ms: 60000\n");
-  auto job = "MASTER_PORT=" + std::to_string(free_port());
-  std::vector<child_result> ranks(4);
-  std::vector<std::thread> threads;
-  for (size_t r = 0; r < ranks.size(); ++r)
-    threads.emplace_back([&, r] {
-      auto env = daemon.client_env();
-      env.insert(env.end(), {"RANK=" + std::to_string(r), "WORLD_SIZE=4", "MASTER_ADDR=127.0.0.1", job});
-      ranks[r] = run_rank(policy, env, 100);
-    });
-  for (auto& t : threads)
-    t.join();
-  std::vector<std::string> first_plans;
+  auto job = job_env(free_port());
+  auto ranks = run_async_ranks(folder, 4, [&](size_t r) {
+    auto env = daemon.client_env();
+    env.insert(env.end(), job.begin(), job.end());
+    env.push_back("RANK=" + std::to_string(r));
+    return env;
+  });
+  require_one_switch_index(ranks);
+  CHECK(daemon.status("agreements") == 3);
+  CHECK(daemon.status("store_agreements") == 0);
+  CHECK(daemon.status("compiles") == 3);
+}
+
+TEST_CASE("two daemons standing for two machines agree through the job's TCPStore", "[daemon]") {
+  case_folder folder;
+  c10d::TCPStoreOptions options;
+  options.port = 0;
+  options.isServer = true;
+  options.waitWorkers = false;
+  c10d::TCPStore store("127.0.0.1", options);  // the job's, as init_process_group starts it
+  std::vector<std::unique_ptr<test_daemon>> machines;
+  for (int m = 0; m < 2; ++m)
+    machines.push_back(std::make_unique<test_daemon>(folder, "", "127.0.0.1:0",
+                                                     "machine" + std::to_string(m)));
+  auto job = job_env(store.getPort());
+  job.push_back("LOCAL_WORLD_SIZE=2");
+  auto ranks = run_async_ranks(folder, 4, [&](size_t r) {
+    auto env = machines[r / 2]->client_env();
+    env.insert(env.end(), job.begin(), job.end());
+    env.push_back("RANK=" + std::to_string(r));
+    return env;
+  });
+  require_one_switch_index(ranks);
+  for (const auto& machine : machines) {
+    CHECK(machine->status("agreements") == 3);
+    CHECK(machine->status("store_agreements") == 3);
+    CHECK(machine->status("compiles") == 3);
+  }
+}
+
+TEST_CASE("a job on two machines whose store cannot be reached: each rank serves alone",
+          "[daemon]") {
+  case_folder folder;
+  test_daemon daemon(folder, "", "127.0.0.1:0", "daemon", "  agreement_timeout_ms: 300\n");
+  auto job = job_env(free_port());  // nothing serves a store there
+  job.push_back("LOCAL_WORLD_SIZE=2");
+  auto ranks = run_async_ranks(folder, 2, [&](size_t r) {
+    auto env = daemon.client_env();
+    env.insert(env.end(), job.begin(), job.end());
+    env.push_back("RANK=" + std::to_string(r));
+    return env;
+  });
   for (const auto& rank : ranks) {
     INFO(rank.out << rank.err);
-    REQUIRE(rank.exited(0));  // every gradient bitwise the stock engine's
-    std::string summary;
-    std::regex first_plan("structure=[0-9] first_plan=-?[0-9]+");
-    for (auto it = std::sregex_iterator(rank.out.begin(), rank.out.end(), first_plan);
-         it != std::sregex_iterator(); ++it)
-      summary += it->str() + " ";
-    first_plans.push_back(summary);
+    REQUIRE(rank.exited(0));  // bitwise, and no hang
+    CHECK(rank.err.find("gradd.no_agreement") != std::string::npos);
+    CHECK(rank.out.find("first_plan=-1") == std::string::npos);
   }
-  INFO(first_plans[1] << first_plans[2] << first_plans[3]);
-  for (const auto& summary : first_plans)
-    CHECK(summary == first_plans[0]);
-  CHECK(first_plans[0].find("first_plan=-1") == std::string::npos);
-  CHECK(daemon.status("agreements") == 3);
-  CHECK(daemon.status("compiles") == 3);
+  CHECK(daemon.status("agreements") == 0);
+  daemon.signal(SIGTERM);
+  auto stopped = daemon.wait(std::chrono::seconds(10));
+  CHECK(stopped.err.find("\"event\":\"no_agreement\"") != std::string::npos);
 }
 
 TEST_CASE("a restarted daemon serves the next job from its cache.dir", "[daemon]") {

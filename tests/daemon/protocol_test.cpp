@@ -26,7 +26,7 @@ namespace {
 
 using gradd::measure::chain_table;
 using namespace gradd::test;
-using gradd::actors::daemon_errc;
+using gradd::actors::errc;
 using namespace std::chrono_literals;
 
 /// The gradd error code of `e`, 0 for another category.
@@ -82,7 +82,7 @@ void flooder(caf::event_based_actor* self, gradd::actors::daemon_actor daemon,
           self->request(daemon, 20s, std::move(request))
               .then([counts](gradd::actors::compiled_plan&) { ++counts->served; },
                     [counts](caf::error& e) {
-                      bool busy = gradd_code(e) == static_cast<uint8_t>(daemon_errc::too_busy);
+                      bool busy = gradd_code(e) == static_cast<uint8_t>(errc::too_busy);
                       ++(busy ? counts->busy : counts->other);
                     });
         }
@@ -103,24 +103,24 @@ TEST_CASE("the daemon refuses what breaks its rules, as gradd errors, and keeps 
 
   auto before_hello = client.ask<gradd::actors::compiled_plan>(self, small);
   REQUIRE(!before_hello);
-  CHECK(gradd_code(before_hello.error()) == static_cast<uint8_t>(daemon_errc::not_welcomed));
+  CHECK(gradd_code(before_hello.error()) == static_cast<uint8_t>(errc::not_welcomed));
 
   auto old_client = hello_with(token);
   old_client.gradd_version = "0.0.1";
   auto refused = client.ask<gradd::actors::daemon_welcome>(self, old_client);
   REQUIRE(!refused);
-  CHECK(gradd_code(refused.error()) == static_cast<uint8_t>(daemon_errc::wrong_version));
+  CHECK(gradd_code(refused.error()) == static_cast<uint8_t>(errc::wrong_version));
   CHECK_THAT(client.system->render(refused.error()), Catch::Contains("gradd 0.0.1"));
 
   REQUIRE(client.ask<gradd::actors::daemon_welcome>(self, hello_with(token)));
   auto too_large = client.ask<gradd::actors::compiled_plan>(
       self, gradd::actors::compile_request{"default", chain_table(20, "MulBackward0")});
   REQUIRE(!too_large);
-  CHECK(gradd_code(too_large.error()) == static_cast<uint8_t>(daemon_errc::too_busy));
+  CHECK(gradd_code(too_large.error()) == static_cast<uint8_t>(errc::too_busy));
   auto unknown_pass = client.ask<gradd::actors::compiled_plan>(
       self, gradd::actors::compile_request{"fuse_everything", chain_table(2, "MulBackward0")});
   REQUIRE(!unknown_pass);
-  CHECK(gradd_code(unknown_pass.error()) == static_cast<uint8_t>(daemon_errc::compile_failed));
+  CHECK(gradd_code(unknown_pass.error()) == static_cast<uint8_t>(errc::compile_failed));
 
   SECTION("a flood from one client: beyond max_requests_per_client, refused at once") {
     flood_counts counts;
