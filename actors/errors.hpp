@@ -4,10 +4,13 @@
 // text for the log of whoever it reaches. The daemon refuses with them over
 // the network; the pipeline's stages settle a failed compile with them.
 
+// <cstdint> first: CAF 0.17's caf/detail/atom_val.hpp uses uint64_t without
+// including it, which newer compilers (the GPU machine's) refuse.
+#include <cstdint>
+
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
 
-#include <cstdint>
 #include <string>
 
 namespace caf {
