@@ -6,6 +6,7 @@
 #include "actors/daemon_link.hpp"
 
 #include "actors/job_layout.hpp"
+#include "actors/plan_store.hpp"
 #include "compiler/plan.hpp"
 #include "compiler/portable_key.hpp"
 #include "config/daemon_address.hpp"
@@ -42,7 +43,7 @@ constexpr uint64_t agreement_lead = 2;
 struct link {
   link_pointer self;
   std::shared_ptr<const stage_setup> setup;
-  daemon_counters* counters;
+  daemon_feed* feed;
   capture_actor capture;
   registry_actor registry;
   job_layout job;
@@ -89,7 +90,7 @@ struct link {
       caf::anon_send(registry, std::move(failed));
       return;
     }
-    counters->fallbacks.fetch_add(1, std::memory_order_relaxed);
+    feed->fallbacks.fetch_add(1, std::memory_order_relaxed);
     if (config().daemon.fallback == daemon_fallback::local) {
       caf::anon_send(capture, std::move(job));
       return;
@@ -156,6 +157,8 @@ struct link {
   }
 
   void send(capture_job job) const {
+    if (load_from_daemon_dir(job))
+      return;
     auto shared = std::make_shared<capture_job>(std::move(job));
     state().out[shared->graph_id] = shared;
     start_ticking();
@@ -172,7 +175,7 @@ struct link {
                 me.without_daemon(std::move(*shared), "the daemon's plan does not fit the graph");
                 return;
               }
-              me.counters->plans.fetch_add(1, std::memory_order_relaxed);
+              me.feed->plans.fetch_add(1, std::memory_order_relaxed);
               if (me.agreeing())
                 me.propose(shared->graph_id, key);
               compile_result result;
@@ -190,6 +193,23 @@ struct link {
                                              + "; " + me.fallback_name() + " it");
               me.without_daemon(std::move(*shared), why);
             });
+  }
+
+  /// Note [Warm start from the daemon's cache], for a miss that came before
+  /// the welcome: the plan the daemon keeps on disk, without asking it.
+  bool load_from_daemon_dir(const capture_job& job) const {
+    auto dir = feed->cache_dir.load();
+    if (!dir || dir->empty())
+      return false;
+    auto key = compiler::shared_plan_key(job.ir, compiler::plan_variant(
+                                                     config().passes.effective_pipeline()));
+    auto stored = load_plan_for(*dir, key, job.ir);
+    if (!stored)
+      return false;
+    feed->plans.fetch_add(1, std::memory_order_relaxed);
+    caf::anon_send(registry, compile_result{job.graph_id, std::move(stored->ir),
+                                            std::move(stored->plan), caf::error{}});
+    return true;
   }
 
   /// Removes `job` from the requests out; false if it is not there any more.
@@ -245,6 +265,10 @@ struct link {
               s.connecting = false;
               s.daemon = daemon;
               me.self->monitor(daemon);
+              // Ranks that agree on their switches ask instead: a plan loaded
+              // at a miss would serve at once, at no agreed index.
+              if (!me.agreeing())
+                me.feed->cache_dir.store(std::make_shared<const std::string>(welcome.cache_dir));
               me.say(log_level::info, me.daemon_name() + " compiles for this process (client "
                                           + std::to_string(welcome.client_id) + ")");
               if (!s.reporting)
@@ -308,9 +332,9 @@ std::optional<std::pair<daemon_actor, std::string>> host_compile_service() {
 
 daemon_link_actor::behavior_type daemon_link_stage(
     link_pointer self, stage_setup setup, capture_actor capture, registry_actor registry,
-    daemon_counters* counters, std::function<statistics_fields()> own_statistics) {
+    daemon_feed* feed, std::function<statistics_fields()> own_statistics) {
   self->state.own_statistics = std::move(own_statistics);
-  link me{self, std::make_shared<const stage_setup>(std::move(setup)), counters,
+  link me{self, std::make_shared<const stage_setup>(std::move(setup)), feed,
           std::move(capture), std::move(registry), read_job_layout()};
   self->set_down_handler([me](caf::down_msg& down) {
     if (down.source == me.state().daemon.address())

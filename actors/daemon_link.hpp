@@ -10,7 +10,7 @@
 // and tries a lost daemon again after daemon.retry_after_ms.
 
 #include "actors/capture_actor.hpp"
-#include "actors/daemon_counters.hpp"
+#include "actors/daemon_feed.hpp"
 #include "actors/daemon_protocol.hpp"
 #include "actors/registry_actor.hpp"
 #include "actors/stage_setup.hpp"
@@ -77,7 +77,7 @@ std::optional<std::pair<daemon_actor, std::string>> host_compile_service();
 
 daemon_link_actor::behavior_type daemon_link_stage(
     daemon_link_actor::stateful_pointer<daemon_link_state> self, stage_setup setup,
-    capture_actor capture, registry_actor registry, daemon_counters* counters,
+    capture_actor capture, registry_actor registry, daemon_feed* feed,
     std::function<statistics_fields()> own_statistics);
 
 } // namespace gradd::actors

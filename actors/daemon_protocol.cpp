@@ -7,8 +7,7 @@
 namespace gradd::actors {
 
 uint64_t request_key(const compile_request& request) {
-  return compiler::portable_key(request.table, compiler::plan_variant(request.passes))
-         ^ compiler::sequence_order_key(request.table);
+  return compiler::shared_plan_key(request.table, compiler::plan_variant(request.passes));
 }
 
 std::string to_string(plan_source source) {

@@ -33,6 +33,9 @@ struct client_hello {
 
 struct daemon_welcome {
   uint64_t client_id = 0;
+  /// The daemon's cache.dir, absolute ("" for none): on the daemon's own
+  /// machine a client loads the plans kept there at a miss, without asking.
+  std::string cache_dir;
 };
 
 /// A captured node table to compile under the pass pipeline `passes`
@@ -155,7 +158,7 @@ typename Inspector::result_type inspect(Inspector& f, client_hello& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, daemon_welcome& x) {
-  return f(caf::meta::type_name("gradd.daemon_welcome"), x.client_id);
+  return f(caf::meta::type_name("gradd.daemon_welcome"), x.client_id, x.cache_dir);
 }
 
 template <class Inspector>

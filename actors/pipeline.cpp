@@ -29,7 +29,7 @@
 namespace gradd::actors {
 
 struct pipeline::impl {
-  impl(const settings& config, plan_sink& sink, daemon_counters& counters,
+  impl(const settings& config, plan_sink& sink, daemon_feed& feed,
        std::function<statistics_fields()> own_statistics)
       : arena_threads(static_cast<int>(config.compile.threads)),
         parallelism(arena_threads + 1 > tbb::info::default_concurrency()
@@ -42,13 +42,14 @@ struct pipeline::impl {
     stage_setup setup{config, &sink,
                       [this](std::function<void()> work) { arena.enqueue(std::move(work)); },
                       &stopping};
+    feed.cache_dir.store(nullptr);  // until a daemon of this pipeline welcomes it
     auto& system = process_actor_system();
     registry = system.spawn(registry_stage, setup, &counts);
     compile = system.spawn(compile_stage, setup, registry);
     passes = system.spawn(pass_pipeline_stage, setup, compile, registry);
     capture = system.spawn(capture_stage, setup, passes, registry);
     if (configured_daemon(config) || host_compile_service())
-      link = system.spawn(daemon_link_stage, setup, capture, registry, &counters,
+      link = system.spawn(daemon_link_stage, setup, capture, registry, &feed,
                           std::move(own_statistics));
     intake = link ? caf::actor_cast<capture_actor>(link) : capture;
   }
@@ -76,9 +77,9 @@ struct pipeline::impl {
   bool settled = true;
 };
 
-pipeline::pipeline(const settings& config, plan_sink& sink, daemon_counters& counters,
+pipeline::pipeline(const settings& config, plan_sink& sink, daemon_feed& feed,
                    std::function<statistics_fields()> own_statistics)
-    : impl_(new impl(config, sink, counters, std::move(own_statistics))) {}
+    : impl_(new impl(config, sink, feed, std::move(own_statistics))) {}
 
 pipeline::~pipeline() {
   if (stop())

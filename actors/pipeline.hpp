@@ -12,7 +12,7 @@
 //
 // A hit never touches it: the backward's thread reads the plan table.
 
-#include "actors/daemon_counters.hpp"
+#include "actors/daemon_feed.hpp"
 #include "actors/plan_sink.hpp"
 #include "compiler/ir.hpp"
 #include "config/settings.hpp"
@@ -34,9 +34,9 @@ public:
   /// one CAF worker: the stages only pass messages) and a TBB arena of
   /// compile.threads threads, settling graphs into `sink`; with a daemon
   /// configured (config/daemon_address.hpp), the daemon link too, counting
-  /// into `counters` and reporting `own_statistics` to the daemon. `sink`
-  /// and `counters` outlive the pipeline.
-  pipeline(const settings& config, plan_sink& sink, daemon_counters& counters,
+  /// into `feed` and reporting `own_statistics` to the daemon. `sink`
+  /// and `feed` outlive the pipeline.
+  pipeline(const settings& config, plan_sink& sink, daemon_feed& feed,
            std::function<statistics_fields()> own_statistics);
 
   /// Stops, as stop().

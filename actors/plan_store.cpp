@@ -5,6 +5,7 @@
 
 #include "actors/actor_system.hpp"
 #include "actors/ir_inspect.hpp"
+#include "compiler/portable_key.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/binary_deserializer.hpp>
@@ -85,6 +86,15 @@ std::optional<stored_plan> load_plan(const std::string& dir, uint64_t key) {
     return std::nullopt;  // sizes read from foreign bytes may not even allocate
   }
   return stored;
+}
+
+std::optional<stored_plan> load_plan_for(const std::string& dir, uint64_t key,
+                                         const compiler::graph& table) {
+  auto stored = load_plan(dir, key);
+  if (stored && compiler::same_structure(stored->ir, table)
+      && compiler::sequence_order_holds(stored->plan, table))
+    return stored;
+  return std::nullopt;
 }
 
 } // namespace gradd::actors

@@ -61,6 +61,10 @@ uint64_t sequence_order_key(const graph& g) {
   return key;
 }
 
+uint64_t shared_plan_key(const graph& g, uint64_t variant) {
+  return portable_key(g, variant) ^ sequence_order_key(g);
+}
+
 bool same_structure(const graph& a, const graph& b) {
   if (a.nodes.size() != b.nodes.size() || a.keep_graph != b.keep_graph
       || a.accumulate_grad != b.accumulate_grad || a.exec_filter != b.exec_filter

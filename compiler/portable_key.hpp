@@ -29,6 +29,10 @@ uint64_t portable_key(const graph& g, uint64_t variant);
 /// processes running the same code agree on it.
 uint64_t sequence_order_key(const graph& g);
 
+/// The key a daemon files `g`'s plan under in its cache.dir: one file per
+/// structure and sequence order, which every rank of a machine can read.
+uint64_t shared_plan_key(const graph& g, uint64_t variant);
+
 /// Whether `a` and `b` are the same structure as portable_key sees it (a
 /// stored plan is used only then, whatever its file name says).
 bool same_structure(const graph& a, const graph& b);

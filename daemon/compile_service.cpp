@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <sstream>
 #include <thread>
 
@@ -62,9 +63,7 @@ bool same_secret(const std::string& a, const std::string& b) {
 compiled_plan compile_or_load(const settings& config, uint64_t key, const std::string& passes,
                               compiler::graph table) {
   if (!config.cache.dir.empty()) {
-    auto stored = actors::load_plan(config.cache.dir, key);
-    if (stored && compiler::same_structure(stored->ir, table)
-        && compiler::sequence_order_holds(stored->plan, table))
+    if (auto stored = actors::load_plan_for(config.cache.dir, key, table))
       return {std::move(stored->ir), std::move(stored->plan), plan_source::disk};
   }
   if (config.compile.delay_ms > 0)  // the test knob, as in the process
@@ -366,7 +365,11 @@ caf::result<actors::daemon_welcome> on_hello(service_pointer self, actors::clien
               {{"client", known->second.status.id}, {"pid", int64_t{hello.pid}},
                {"rank", int64_t{hello.rank}}});
   }
-  return actors::daemon_welcome{known->second.status.id};
+  std::error_code ignored;
+  auto cache_dir = s.config.cache.dir.empty()
+                       ? std::string()
+                       : std::filesystem::absolute(s.config.cache.dir, ignored).string();
+  return actors::daemon_welcome{known->second.status.id, cache_dir};
 }
 
 caf::result<actors::daemon_status> on_status(service_pointer self, actors::status_request& asked) {

@@ -182,7 +182,7 @@ private:
       state_.table.fail(*record, *captured.eager_reason,
                         std::chrono::steady_clock::time_point::max());
     } else if (load_stored(*record, captured.ir)) {
-      // A plan kept in cache.dir by an earlier process serves it at once.
+      // A plan kept by an earlier process or the daemon serves it at once.
     } else if (!state_.submit(record->id, std::move(captured.ir))) {
       // No pipeline (gradd is being disabled): not compiled, due at once.
       state_.table.fail(*record, fallback_reason::compile_pending,
@@ -191,16 +191,34 @@ private:
     return record;
   }
 
-  /// Publishes the plan kept in cache.dir for the structure of node table
-  /// `table`, if there is one for it (same structure, same sequence order);
-  /// returns whether there was.
+  /// Publishes the plan kept for the structure of node table `table`, if
+  /// there is one for it (same structure, same sequence order): in this
+  /// process's cache.dir, else in its daemon's. Returns whether there was.
   bool load_stored(graph_record& record, const compiler::graph& table) {
-    if (config_.cache.dir.empty())
-      return false;
-    record.portable_key = compiler::portable_key(table, policy_->plan_variant);
-    auto stored = actors::load_plan(config_.cache.dir, record.portable_key);
-    if (!stored || !compiler::same_structure(stored->ir, table)
-        || !sequence_order_holds(stored->plan, walk_->nodes))
+    auto variant = policy_->plan_variant;
+    if (!config_.cache.dir.empty()) {
+      record.portable_key = compiler::portable_key(table, variant);
+      if (publish_stored(record, table, config_.cache.dir, record.portable_key))
+        return true;
+    }
+    // Note [Warm start from the daemon's cache]: the daemon of this machine
+    // keeps every plan it compiled in its cache.dir, one file per structure
+    // and sequence order, and names that folder in its welcome. A miss
+    // reads it there, as it would its own cache.dir: a job that starts on
+    // a warm daemon serves its first backward of each structure from a plan
+    // without a round trip (the node table both ways is most of one). A
+    // remote daemon's folder is not here, and the load finds nothing. Ranks
+    // that agree on their switches (Note [Agreement across ranks]) are not
+    // told the folder: they ask the daemon, which answers from memory.
+    auto daemon_dir = state_.stats.daemon.cache_dir.load();
+    return daemon_dir && !daemon_dir->empty()
+           && publish_stored(record, table, *daemon_dir, compiler::shared_plan_key(table, variant));
+  }
+
+  bool publish_stored(graph_record& record, const compiler::graph& table, const std::string& dir,
+                      uint64_t key) {
+    auto stored = actors::load_plan_for(dir, key, table);
+    if (!stored)
       return false;
     auto compiled = std::make_shared<compiled_graph>();
     compiled->ir = std::move(stored->ir);

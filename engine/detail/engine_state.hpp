@@ -22,7 +22,7 @@ struct counters {
   std::atomic<uint64_t> plans_loaded{0};
   std::atomic<uint64_t> cache_hits{0};
   std::atomic<uint64_t> cache_misses{0};
-  actors::daemon_counters daemon;
+  actors::daemon_feed daemon;
 
   statistics snapshot() const;
   void reset();

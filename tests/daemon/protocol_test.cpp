@@ -214,6 +214,40 @@ TEST_CASE("a training process goes on without its killed daemon, picks up the re
   CHECK(second.status("daemon_fallbacks") == 1);
 }
 
+TEST_CASE("a miss loads the plan the machine's daemon keeps in its cache.dir, without asking it",
+          "[daemon]") {
+  case_folder folder;
+  test_daemon daemon(folder, "cache:\n  dir: " + (folder / "cache") + "\n");
+  gradd::settings s;
+  s.compile.mode = gradd::compile_mode::sync;
+  s.daemon.address = daemon.address();
+  s.daemon.token_file = daemon.token_file();
+  gradd::reset();
+  torch::manual_seed(3);
+  auto w = torch::randn({4, 4}, torch::dtype(torch::kFloat64)).requires_grad_();
+  auto backward = [&] {
+    w.mutable_grad().reset();
+    torch::tanh(torch::ones({2, 4}, torch::dtype(torch::kFloat64)).matmul(w)).sum().backward();
+    return w.grad().clone();
+  };
+  auto stock = [&] {
+    gradd::disable_guard off;
+    return backward();
+  }();
+  gradd::enable_guard on{s};
+  CHECK(torch::equal(backward(), stock));  // compiled by the daemon, which keeps it on disk
+  CHECK(gradd::stats().daemon_plans == 1);
+  CHECK(daemon.status("requests") == 1);
+
+  gradd::reset();  // this process forgets the plan
+  CHECK(torch::equal(backward(), stock));
+  auto after = gradd::stats();
+  CHECK(after.plan_backwards == 1);  // the first backward after the reset, by the plan
+  CHECK(after.plans_loaded == 1);
+  CHECK(after.daemon_plans == 0);
+  CHECK(daemon.status("requests") == 1);  // not asked again
+}
+
 TEST_CASE("a host's own actor system runs gradd's stages and the compile service gradd uses",
           "[daemon]") {
   auto host = run_child({GRADD_HOST}, 60s);
