@@ -20,12 +20,14 @@ export GRADD_TOKEN_FILE=$work/token
 printf 'daemon:\n  address: "127.0.0.1:0"\ncache:\n  dir: %s\n' "$work/cache" > "$work/daemon.yaml"
 printf 'compile:\n  mode: sync\n' > "$work/sync.yaml"
 
+# Starts a daemon and exports GRADD_DAEMON. Not in a subshell: the trap
+# stops the daemon by the pid kept here.
 start_daemon() {
   rm -f "$work/address"
   "$build/gradd" daemon --config "$work/daemon.yaml" --address-file "$work/address" >/dev/null 2>"$work/daemon.err" &
   daemon_pid=$!
   for _ in $(seq 500); do [ -s "$work/address" ] && break; sleep 0.01; done
-  cat "$work/address"
+  export GRADD_DAEMON=$(cat "$work/address")
 }
 
 # Runs 8 ranks at once; prints the job's wall seconds.
@@ -42,9 +44,8 @@ ranks() {
 
 alone_s=$(ranks alone)
 alone_compiles=$(cat "$work"/alone.* | grep -o ' compiles=[0-9]*' | cut -d= -f2 | awk '{ n += $1 } END { print n }')
-address=$(start_daemon)
-with_s=$(GRADD_DAEMON=$address ranks with)
-export GRADD_DAEMON=$address
+start_daemon
+with_s=$(ranks with)
 daemon_compiles=$("$build/gradd" status --json | grep -o '"compiles":[0-9]*' | cut -d: -f2)
 printf '{"bench": "ranks", "ranks": 8, "alone_s": %.3f, "alone_compiles": %s, "daemon_s": %.3f, "daemon_compiles": %s}\n' \
   "$alone_s" "$alone_compiles" "$with_s" "$daemon_compiles"
@@ -58,6 +59,6 @@ for attached in no yes; do
 done
 
 stop_daemon
-export GRADD_DAEMON=$(start_daemon)
+start_daemon
 line=$("$build/gradd-bench" --model deep-mlp --mode both --config "$work/sync.yaml")
 echo "{\"bench\": \"warm\", ${line#\{}"
