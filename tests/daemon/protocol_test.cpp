@@ -165,6 +165,32 @@ TEST_CASE("the daemon refuses what breaks its rules, as gradd errors, and keeps 
   CHECK(daemon.status("refused") >= 4);
 }
 
+TEST_CASE("the daemon holds at most cache.max_plans plans, so its memory stays flat however "
+          "many structures it serves",
+          "[daemon]") {
+  case_folder folder;
+  test_daemon daemon(folder, "cache:\n  max_plans: 4\n");
+  raw_client client(daemon.address());
+  caf::scoped_actor self{*client.system};
+  REQUIRE(client.ask<gradd::actors::daemon_welcome>(
+      self, hello_with(gradd::read_token(daemon.token_file()))));
+  auto serve = [&](int from, int to) {
+    for (int i = from; i < to; ++i)
+      REQUIRE(client.ask<gradd::actors::compiled_plan>(
+          self, gradd::actors::compile_request{"default",
+                                               chain_table(1000, "Kind" + std::to_string(i))}));
+  };
+  // Each 1000-node structure held costs ~1.2 MB: with max_plans 1000 the
+  // daemon grew by 118 MB over these 100 structures; with 4 it stays flat.
+  serve(0, 20);  // the allocator's pools are warm
+  auto warm = daemon.resident_kib();
+  serve(20, 120);
+  auto after = daemon.resident_kib();
+  INFO("resident " << warm << " KiB after 20 structures, " << after << " KiB after 120");
+  CHECK(daemon.status("structures") == 4);
+  CHECK(after < warm + 16 * 1024);
+}
+
 TEST_CASE("a training process goes on without its killed daemon, picks up the restarted one "
           "and reports to it",
           "[daemon]") {

@@ -55,6 +55,7 @@ public:
   uint64_t status(const std::string& key) const;
 
   void signal(int number) const { process_->signal(number); }
+  uint64_t resident_kib() const { return process_->resident_kib(); }
   child_result wait(std::chrono::milliseconds bound) { return process_->wait(bound); }
 
 private:
