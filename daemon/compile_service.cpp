@@ -358,7 +358,7 @@ caf::result<actors::daemon_welcome> on_hello(service_pointer self, actors::clien
     return refuse_hello(errc::too_busy, "over daemon.max_clients clients");
   if (known == s.clients.end()) {
     auto& client = s.clients[sender];
-    client.status = {s.next_client++, hello.pid, hello.rank, 0, 0};
+    client.status = {s.next_client++, hello.pid, hello.rank, 0, 0, {}};
     self->monitor(sender);
     known = s.clients.find(sender);
     log_event(s.config.logging.level, log_level::info, "welcomed",
