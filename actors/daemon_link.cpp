@@ -157,8 +157,6 @@ struct link {
   }
 
   void send(capture_job job) const {
-    if (load_from_daemon_dir(job))
-      return;
     auto shared = std::make_shared<capture_job>(std::move(job));
     state().out[shared->graph_id] = shared;
     start_ticking();
@@ -195,21 +193,20 @@ struct link {
             });
   }
 
-  /// Note [Warm start from the daemon's cache], for a miss that came before
-  /// the welcome: the plan the daemon keeps on disk, without asking it.
-  bool load_from_daemon_dir(const capture_job& job) const {
-    auto dir = feed->cache_dir.load();
-    if (!dir || dir->empty())
-      return false;
-    auto key = compiler::shared_plan_key(job.ir, compiler::plan_variant(
-                                                     config().passes.effective_pipeline()));
-    auto stored = load_plan_for(*dir, key, job.ir);
-    if (!stored)
-      return false;
-    feed->plans.fetch_add(1, std::memory_order_relaxed);
-    caf::anon_send(registry, compile_result{job.graph_id, std::move(stored->ir),
-                                            std::move(stored->plan), caf::error{}});
-    return true;
+  /// A job that waited for the welcome. Its miss could not read the
+  /// daemon's folder yet (Note [Warm start from the daemon's cache]): the
+  /// plan kept there serves it without asking the daemon; else it is sent.
+  void send_queued(capture_job job) const {
+    if (auto dir = feed->cache_dir.load(); dir && !dir->empty()) {
+      auto key = request_key(config().passes.effective_pipeline(), job.ir);
+      if (auto stored = load_plan_for(*dir, key, job.ir)) {
+        feed->plans.fetch_add(1, std::memory_order_relaxed);
+        caf::anon_send(registry, compile_result{job.graph_id, std::move(stored->ir),
+                                                std::move(stored->plan), caf::error{}});
+        return;
+      }
+    }
+    send(std::move(job));
   }
 
   /// Removes `job` from the requests out; false if it is not there any more.
@@ -276,7 +273,7 @@ struct link {
               auto queued = std::move(s.queued);
               s.queued.clear();
               for (auto& job : queued)
-                me.send(std::move(job));
+                me.send_queued(std::move(job));
             },
             [me](caf::error& error) {
               me.lost("refused this process: " + me.self->system().render(error));

@@ -7,7 +7,11 @@
 namespace gradd::actors {
 
 uint64_t request_key(const compile_request& request) {
-  return compiler::shared_plan_key(request.table, compiler::plan_variant(request.passes));
+  return request_key(request.passes, request.table);
+}
+
+uint64_t request_key(const std::string& passes, const compiler::graph& table) {
+  return compiler::shared_plan_key(table, compiler::plan_variant(passes));
 }
 
 std::string to_string(plan_source source) {

@@ -65,6 +65,9 @@ struct compiled_plan {
 /// passes, and the order of its sequence numbers (compiler/portable_key.hpp).
 uint64_t request_key(const compile_request& request);
 
+/// request_key of a request for `table` under `passes`, without building it.
+uint64_t request_key(const std::string& passes, const compiler::graph& table);
+
 /// A rank's proposal of the backward index (of one structure, counted on
 /// this rank) from which its plan serves. Once the job's ranks on this
 /// machine have all proposed, the daemon takes the largest proposal; on

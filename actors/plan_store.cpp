@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <vector>
 
 namespace gradd::actors {
 
@@ -86,6 +87,16 @@ std::optional<stored_plan> load_plan(const std::string& dir, uint64_t key) {
     return std::nullopt;  // sizes read from foreign bytes may not even allocate
   }
   return stored;
+}
+
+std::string absolute_folder(const std::string& dir) {
+  if (dir.empty() || dir.front() == '/')
+    return dir;
+  // getcwd, not std::filesystem::absolute (see store_plan).
+  std::vector<char> cwd(4096);
+  if (::getcwd(cwd.data(), cwd.size()) == nullptr)
+    return dir;
+  return std::string(cwd.data()) + "/" + dir;
 }
 
 std::optional<stored_plan> load_plan_for(const std::string& dir, uint64_t key,

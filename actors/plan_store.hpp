@@ -31,6 +31,10 @@ std::string store_plan(const std::string& dir, uint64_t key, const stored_plan& 
 /// it is not a whole file of this gradd and torch version.
 std::optional<stored_plan> load_plan(const std::string& dir, uint64_t key);
 
+/// `dir` as an absolute path (against the working folder), for a reader
+/// in another process; "" stays "".
+std::string absolute_folder(const std::string& dir);
+
 /// load_plan, when what it finds is a plan for node table `table`: the same
 /// structure, compiled for the same order of sequence numbers.
 std::optional<stored_plan> load_plan_for(const std::string& dir, uint64_t key,

@@ -57,35 +57,32 @@ bool settle(const stage_setup& setup, compile_result& result) {
 }
 
 /// Answers the requests whose graphs have all settled.
-void answer_settled(registry_pointer self) {
-  auto& s = self->state;
-  auto due = s.waiting.upper_bound(s.counts.settled);
-  for (auto it = s.waiting.begin(); it != due; ++it)
-    it->second.deliver(s.counts);
-  s.waiting.erase(s.waiting.begin(), due);
+void answer_settled(registry_pointer self, const published_counts& counts) {
+  auto& waiting = self->state.waiting;
+  auto now = counts.load();
+  auto due = waiting.upper_bound(now.settled);
+  for (auto it = waiting.begin(); it != due; ++it)
+    it->second.deliver(now);
+  waiting.erase(waiting.begin(), due);
 }
 
 } // namespace
 
 registry_actor::behavior_type registry_stage(registry_pointer self, stage_setup setup,
-                                             published_counts* published) {
+                                             published_counts* counts) {
   return {
-    [self, setup, published](compile_result& result) {
-      auto& counts = self->state.counts;
-      if (settle(setup, result)) {
-        counts.compiles += 1;
-        published->compiles.store(counts.compiles);
-      }
-      // Published before the waiting requests hear it, so that statistics
-      // are current by the time a waiting backward wakes.
-      counts.settled += 1;
-      published->settled.store(counts.settled);
-      answer_settled(self);
+    [self, setup, counts](compile_result& result) {
+      if (settle(setup, result))
+        counts->compiles.fetch_add(1);
+      // Counted before the waiting requests hear it, so that statistics are
+      // current by the time a waiting backward wakes.
+      counts->settled.fetch_add(1);
+      answer_settled(self, *counts);
     },
-    [self](settled_request& request) {
+    [self, counts](settled_request& request) {
       auto promise = self->make_response_promise<compile_counts>();
       self->state.waiting.emplace(request.submitted, promise);
-      answer_settled(self);
+      answer_settled(self, *counts);
       return promise;
     },
   };

@@ -22,11 +22,13 @@ namespace gradd::actors {
 using registry_actor = caf::typed_actor<caf::reacts_to<compile_result>,
                                         caf::replies_to<settled_request>::with<compile_counts>>;
 
-/// The registry's counts as it last published them, for readers that are
-/// not actors (gradd::stats()); only the registry writes them.
+/// The registry's counts. Only the registry writes them; readers that are
+/// not actors (gradd::stats()) load them, actors ask (settled_request).
 struct published_counts {
-  std::atomic<uint64_t> settled{0};
-  std::atomic<uint64_t> compiles{0};
+  std::atomic<uint64_t> settled{0};   ///< graphs settled, dropped ones included
+  std::atomic<uint64_t> compiles{0};  ///< of those, compiles that finished
+
+  compile_counts load() const { return {settled.load(), compiles.load()}; }
 };
 
 struct registry_state {
@@ -34,12 +36,11 @@ struct registry_state {
 
   registry_state() = default;  // not an aggregate (CAF would build it from the actor)
 
-  compile_counts counts;
   /// Requests waiting for `submitted` graphs to settle, by that number.
   std::multimap<uint64_t, caf::typed_response_promise<compile_counts>> waiting;
 };
 
 registry_actor::behavior_type registry_stage(registry_actor::stateful_pointer<registry_state> self,
-                                             stage_setup setup, published_counts* published);
+                                             stage_setup setup, published_counts* counts);
 
 } // namespace gradd::actors

@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <sstream>
 #include <thread>
 
@@ -365,11 +364,8 @@ caf::result<actors::daemon_welcome> on_hello(service_pointer self, actors::clien
               {{"client", known->second.status.id}, {"pid", int64_t{hello.pid}},
                {"rank", int64_t{hello.rank}}});
   }
-  std::error_code ignored;
-  auto cache_dir = s.config.cache.dir.empty()
-                       ? std::string()
-                       : std::filesystem::absolute(s.config.cache.dir, ignored).string();
-  return actors::daemon_welcome{known->second.status.id, cache_dir};
+  return actors::daemon_welcome{known->second.status.id,
+                                actors::absolute_folder(s.config.cache.dir)};
 }
 
 caf::result<actors::daemon_status> on_status(service_pointer self, actors::status_request& asked) {
