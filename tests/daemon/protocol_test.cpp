@@ -188,7 +188,13 @@ TEST_CASE("the daemon holds at most cache.max_plans plans, so its memory stays f
   auto after = daemon.resident_kib();
   INFO("resident " << warm << " KiB after 20 structures, " << after << " KiB after 120");
   CHECK(daemon.status("structures") == 4);
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan holds freed memory in its quarantine (256 MB): resident memory
+  // grows there whatever the daemon frees.
+  WARN("resident memory not checked under AddressSanitizer");
+#else
   CHECK(after < warm + 16 * 1024);
+#endif
 }
 
 TEST_CASE("a training process goes on without its killed daemon, picks up the restarted one "
