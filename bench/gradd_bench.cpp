@@ -412,9 +412,11 @@ int run(const options& o) {
     }
     // A CUDA graph's memory is allocated once, at capture, and held: it
     // counts towards every backward it serves.
-    auto graph_bytes = static_cast<int64_t>(gradd::stats().graph_bytes);
-    std::printf(", \"peak_ratio\": %.4f, \"graph_mb\": %.1f",
-                static_cast<double>(gradd_peak + graph_bytes) / eager_peak, graph_bytes / 1e6);
+    auto graph_stats = gradd::stats();
+    auto graph_bytes = static_cast<int64_t>(graph_stats.graph_bytes);
+    std::printf(", \"peak_ratio\": %.4f, \"graph_mb\": %.1f, \"bound_mb\": %.1f",
+                static_cast<double>(gradd_peak + graph_bytes) / eager_peak, graph_bytes / 1e6,
+                graph_stats.graph_bound_bytes / 1e6);
     if (device.is_cuda()) {
       gradd::disable_guard off;
       if (auto floor = gradd::measure::backward_floor_ms(*model, o.warmup + o.iters, 50))

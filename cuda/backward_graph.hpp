@@ -5,11 +5,13 @@
 // The graph is captured from a functional recording (engine/functional/)
 // whose lifted inputs are static buffers: the parameters themselves (their
 // addresses do not change in a training loop) and gradd-owned copies of
-// everything else. A replay copies the live inputs into those copies with
-// one batched launch, replays, and hands out the gradients the graph wrote,
+// everything else. A replay points the graph at the large live inputs
+// (Note [Bound inputs]), copies the others into their copies with one
+// batched launch, replays, and hands out the gradients the graph wrote,
 // without cloning them (Note [Lent gradients]).
 
 #include "config/settings.hpp"
+#include "cuda/bound_inputs.hpp"
 #include "engine/functional/graph.hpp"
 #include "engine/functional/recording.hpp"
 
@@ -105,6 +107,9 @@ public:
   /// Device memory the graph holds: copies of inputs and its pool.
   size_t bytes() const noexcept { return bytes_; }
 
+  /// Bytes of inputs a replay reads where they live instead of copying.
+  size_t bound_bytes() const noexcept { return bound_bytes_; }
+
 private:
   /// A leaf's gradient as the graph writes it.
   struct leaf_gradient {
@@ -126,10 +131,16 @@ private:
   backward_graph() = default;
   void hand_out(leaf_gradient& g, const at::Tensor& variable, grad_hand_out mode);
   void take_back_lent(c10::cuda::CUDAStream stream);
+  void bind_inputs(c10::cuda::CUDAStream side, log_level level);
+  bool binding_holds(bound_inputs& found, const std::vector<bool>& trial,
+                     const std::vector<at::Tensor>& expected, c10::cuda::CUDAStream side);
+  std::vector<at::Tensor> outputs_now() const;
 
   c10::DeviceIndex device_ = 0;
   c10::MempoolId_t pool_{0, 0};  ///< its private pool in the caching allocator
+  cudaGraph_t graph_ = nullptr;  ///< what exec_ was instantiated from: its nodes name what bound_ rewrites
   cudaGraphExec_t exec_ = nullptr;
+  /// The static buffers; a bound input's is a meta tensor of its layout.
   std::vector<at::Tensor> inputs_;
   std::vector<bool> borrowed_;
   /// Where each borrowed parameter's data was at capture, as the graph's
@@ -137,11 +148,13 @@ private:
   /// (inputs_) stays the same.
   std::vector<const void*> captured_at_;
   std::vector<leaf_gradient> leaves_;
+  bound_inputs bound_;
   std::vector<lent_storage> lent_;
   std::vector<at::Tensor> results_;
   std::mutex replaying_;
   std::optional<at::cuda::CUDAEvent> replayed_;
   size_t bytes_ = 0;
+  size_t bound_bytes_ = 0;
 };
 
 } // namespace gradd::cuda

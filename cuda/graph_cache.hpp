@@ -61,6 +61,7 @@ struct graph_counters {
   std::atomic<uint64_t> launch_ns{0};    ///< the graph launch
   std::atomic<uint64_t> hand_out_ns{0};  ///< gradients to .grad, results cloned
   std::atomic<int64_t> bytes{0};              ///< device memory all graphs hold
+  std::atomic<int64_t> bound_bytes{0};        ///< inputs all graphs read in place (Note [Bound inputs])
   std::atomic<int64_t> graphs{0};             ///< graphs alive
 
   void reset() noexcept;

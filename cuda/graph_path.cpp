@@ -273,6 +273,7 @@ void add_graph_statistics(statistics& s) {
   s.graph_backwards = counters.graph_backwards.load();
   s.graphs = static_cast<uint64_t>(counters.graphs.load());
   s.graph_bytes = static_cast<uint64_t>(counters.bytes.load());
+  s.graph_bound_bytes = static_cast<uint64_t>(counters.bound_bytes.load());
   s.graph_captures = counters.captures.load();
   s.graph_capture_failures = counters.capture_failures.load();
   s.graph_evictions = counters.evictions.load();

@@ -217,6 +217,37 @@ TEST_CASE("lent gradients: held ones keep their values, accumulation is exact", 
   }
 }
 
+TEST_CASE("large saved tensors are read where they live (Note [Bound inputs])", "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  auto graphs = policy(gradd::graph_shape_policy::static_shapes);
+
+  SECTION("activations of 2 MiB each: bound, not copied; gradients bitwise") {
+    auto s = run_loop(graphs, {8192, 8192, 8192, 8192});
+    CHECK(s.graph_backwards == 3);
+    CHECK(s.graph_bound_bytes >= 6u * (2u << 20));  // three layers' inputs and GELU inputs
+  }
+  SECTION("a gradient that is the backward's own input is not bound") {
+    // y = x + 1 passes the incoming gradient through: x's gradient is that
+    // very input, which a bound graph would hand out from its (freed)
+    // static buffer. The poisoned replay must catch it.
+    auto x = torch::zeros({1 << 20}, torch::device(torch::kCUDA)).requires_grad_();
+    gradd::reset();
+    gradd::enable_guard on{graphs};
+    for (int step = 0; step < 4; ++step) {
+      INFO("step " << step);
+      auto g = torch::randn({1 << 20}, torch::device(torch::kCUDA));
+      x.mutable_grad() = Tensor();
+      (x + 1).backward(g);
+      require_bitwise_equal(g, x.grad());
+      REQUIRE(gradd::wait_for_compiles());
+    }
+    auto s = gradd::stats();
+    CHECK(s.graph_backwards == 3);
+    CHECK(s.graph_bound_bytes == 0);
+  }
+}
+
 TEST_CASE("a backward whose forward ran on a side stream replays there", "[cuda][graphs]") {
   if (!have_cuda())
     return;

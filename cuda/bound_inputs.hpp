@@ -1,0 +1,71 @@
+#pragma once
+
+// Inputs a CUDA graph reads where they live instead of from its static
+// copies (Note [Bound inputs] in backward_graph.cpp). Found once per graph:
+// every kernel argument and memcpy source of the captured graph that points
+// into an input's static buffer. Each replay then rewrites those pointers to
+// the live tensor's memory (cuGraphExecKernelNodeSetParams), which costs CPU
+// time per node rewritten but no copy on the device.
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gradd::cuda {
+
+/// The bytes of one graph input's static buffer; {nullptr, 0} for an input
+/// that is not a candidate.
+struct byte_range {
+  const void* base = nullptr;
+  size_t bytes = 0;
+};
+
+class bound_inputs {
+public:
+  bound_inputs();
+  ~bound_inputs();
+  bound_inputs(bound_inputs&&) noexcept;
+  bound_inputs& operator=(bound_inputs&&) noexcept;
+
+  /// Reads every node of `graph` for pointers into `buffers` (input i's
+  /// static range). An input is bindable where every pointer into it found
+  /// is a kernel argument or a memcpy source; one a memset or memcpy writes
+  /// is not. A graph with a node of another kind (child graph, host node,
+  /// ...) or a kernel whose arguments cannot be read binds nothing:
+  /// `why_not()` says why.
+  static bound_inputs find(cudaGraph_t graph, const std::vector<byte_range>& buffers);
+
+  /// Input i is read only through pointers `bind` rewrites.
+  bool bindable(size_t input) const;
+
+  /// Nodes that read input i.
+  uint32_t readers(size_t input) const;
+
+  /// Keeps only the inputs marked in `keep`, and only the nodes they need.
+  void keep_only(const std::vector<bool>& keep);
+
+  /// Whether any input is bound.
+  bool empty() const noexcept;
+
+  /// Why nothing is bindable, for the log; "" otherwise.
+  const std::string& why_not() const noexcept;
+
+  /// Points every kept pointer into input i at `sources[i]` plus its offset
+  /// in the static buffer: the live tensor, laid out as that buffer is. The
+  /// next launch of `exec` (instantiated from the graph given to find)
+  /// reads there; launches already queued are unaffected.
+  void bind(cudaGraphExec_t exec, const std::vector<const void*>& sources);
+
+private:
+  struct node_arguments;
+  std::vector<std::unique_ptr<node_arguments>> nodes_;
+  std::vector<bool> kept_;         ///< per input: bound
+  std::vector<uint32_t> readers_;  ///< per input: nodes that read it; 0 for one not kept
+  std::string why_not_;
+};
+
+} // namespace gradd::cuda
