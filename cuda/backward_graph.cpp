@@ -22,11 +22,12 @@
 // Note [Bound inputs]
 // Copying the saved activations into the static buffers costs device time
 // in proportion to their bytes: ResNet-18 at batch 32 saves about a GiB,
-// whose copy was most of what separated its replay from the floor.
-// Rewriting the pointers the graph's kernels hold (bound_inputs) costs CPU
-// time per kernel node instead (~0.8 µs each on the H200's host), and no
-// copy. So an input is bound when its bytes exceed `bytes_per_rewrite`
-// times the nodes that read it; the others are copied. A graph may also
+// whose copy was most of what separated its replay from the floor. Instead
+// a replay points the graph's kernels at the live tensors (bound_inputs),
+// rewriting a kernel node's arguments (~0.9 µs each on the H200's host)
+// only where its input moved since the last replay; a training loop's
+// caching allocator mostly hands a step the addresses of the step before,
+// so most replays rewrite nothing (`graph_rewrites`). A graph may also
 // reach an input in ways no argument shows (a pointer table in device
 // memory, an output that is a view of it), so a binding is kept only after
 // a replay with the bound inputs' static buffers filled with 0xFF, the
@@ -36,7 +37,8 @@
 // not used for this: the training thread may be writing to them (an
 // accumulating `.grad`). A bound graph that writes into an input writes
 // into the live tensor, as the stock engine's own call of that op would.
-// Then the bound inputs' static buffers are freed.
+// Then the bound inputs' static buffers are freed; the inputs nothing can
+// bind are copied in by one batched launch.
 
 #include "cuda/backward_graph.hpp"
 
@@ -69,10 +71,6 @@ namespace {
 
 using torch::autograd::variable_list;
 namespace functional = engine::functional;
-
-/// Bytes of an input worth binding per kernel node its binding rewrites
-/// (Note [Bound inputs]): about the cost of one rewrite in copy time.
-constexpr size_t bytes_per_rewrite = size_t{2} << 20;
 
 /// A storage that points at `buffer`'s memory without owning it.
 c10::intrusive_ptr<c10::StorageImpl> lend(const at::Tensor& buffer) {
@@ -301,9 +299,11 @@ bool backward_graph::binding_holds(bound_inputs& found, const std::vector<bool>&
     C10_CUDA_CHECK(cudaMemsetAsync(inputs_[i].mutable_data_ptr(), 0xFF, span_bytes(inputs_[i]),
                                    stream));
   }
-  found.bind(exec_, sources);
-  C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
-  bool holds = bitwise_equal(outputs_now(), expected);
+  bool holds = false;
+  if (found.bind(exec_, sources)) {
+    C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
+    holds = bitwise_equal(outputs_now(), expected);
+  }
   for (size_t i = 0; i < inputs_.size(); ++i) {
     if (!trial[i])
       continue;
@@ -311,7 +311,8 @@ bool backward_graph::binding_holds(bound_inputs& found, const std::vector<bool>&
                                    span_bytes(inputs_[i]), cudaMemcpyDeviceToDevice, stream));
     sources[i] = inputs_[i].const_data_ptr();
   }
-  found.bind(exec_, sources);
+  if (!found.bind(exec_, sources))  // the arguments it was captured with
+    throw std::runtime_error("gradd: the CUDA driver refused a graph node's own arguments back");
   side.synchronize();  // the decoys go; nothing reads them after this
   return holds;
 }
@@ -324,10 +325,10 @@ void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level) {
       buffers[i] = {buffer.const_data_ptr(), span_bytes(buffer)};
   }
   auto found = bound_inputs::find(graph_, buffers);
+  found.keep_settable(exec_);
   std::vector<bool> keep(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i)
-    keep[i] = found.bindable(i) && buffers[i].bytes >= found.readers(i) * bytes_per_rewrite;
-  found.keep_only(keep);
+    keep[i] = found.bindable(i);
   auto copy_all = [&](const std::string& why) {
     found.keep_only(std::vector<bool>(inputs_.size(), false));
     log(level, log_level::debug, "a CUDA graph copies all its inputs: " + why);
@@ -354,6 +355,8 @@ void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level) {
         keep[i] = binding_holds(found, alone, expected, side);
       }
     found.keep_only(keep);
+    if (!found.refusal().empty())
+      log(level, log_level::debug, "the CUDA driver refused new arguments for " + found.refusal());
     if (found.empty() || !binding_holds(found, keep, expected, side))
       return copy_all("it reads them other than through its arguments");
   }
@@ -473,8 +476,12 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
     else if (size_t bytes = span_bytes(live[i]))
       spans.push_back({live[i].const_data_ptr(), inputs_[i].mutable_data_ptr(), bytes});
   }
-  if (!bound_.empty())
-    bound_.bind(exec_, sources);
+  if (!bound_.empty()) {
+    auto rewritten = bound_.bind(exec_, sources);
+    if (!rewritten)
+      return std::nullopt;  // the plan serves this backward; the next bind rewrites all
+    graph_cache::instance().counters.rewrites.fetch_add(*rewritten, std::memory_order_relaxed);
+  }
   batched_copy(spans, stream.stream());
   auto copied = std::chrono::steady_clock::now();
   C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream.stream()));

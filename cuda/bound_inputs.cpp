@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
-#include <stdexcept>
 #include <type_traits>
 
 namespace gradd::cuda {
@@ -122,10 +121,10 @@ bound_inputs& bound_inputs::operator=(bound_inputs&&) noexcept = default;
 
 bound_inputs bound_inputs::find(cudaGraph_t graph, const std::vector<byte_range>& buffers) {
   bound_inputs found;
-  found.readers_.assign(buffers.size(), 0);
+  found.kept_.assign(buffers.size(), false);
   auto refuse = [&found](std::string why) {
     found.nodes_.clear();
-    std::fill(found.readers_.begin(), found.readers_.end(), 0);
+    std::fill(found.kept_.begin(), found.kept_.end(), false);
     found.why_not_ = std::move(why);
     return std::move(found);
   };
@@ -222,31 +221,17 @@ bool bound_inputs::bindable(size_t input) const {
   return input < kept_.size() && kept_[input];
 }
 
-uint32_t bound_inputs::readers(size_t input) const {
-  return input < readers_.size() ? readers_[input] : 0;
-}
-
 void bound_inputs::keep_only(const std::vector<bool>& keep) {
-  kept_.assign(readers_.size(), false);
-  std::fill(readers_.begin(), readers_.end(), 0);
-  for (size_t i = 0; i < keep.size() && i < kept_.size(); ++i)
-    kept_[i] = keep[i];
+  for (size_t i = 0; i < kept_.size(); ++i)
+    kept_[i] = i < keep.size() && keep[i];
   std::vector<std::unique_ptr<node_arguments>> needed;
   for (auto& node : nodes_) {
     auto& slots = node->slots;
     slots.erase(std::remove_if(slots.begin(), slots.end(),
                                [this](const pointer_slot& s) { return !kept_[s.input]; }),
                 slots.end());
-    if (slots.empty())
-      continue;
-    std::vector<uint32_t> inputs;
-    for (const auto& s : slots)
-      inputs.push_back(s.input);
-    std::sort(inputs.begin(), inputs.end());
-    inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
-    for (auto input : inputs)
-      ++readers_[input];
-    needed.push_back(std::move(node));
+    if (!slots.empty())
+      needed.push_back(std::move(node));
   }
   nodes_ = std::move(needed);
 }
@@ -259,25 +244,55 @@ const std::string& bound_inputs::why_not() const noexcept {
   return why_not_;
 }
 
-void bound_inputs::bind(cudaGraphExec_t exec, const std::vector<const void*>& sources) {
-  for (auto& node : nodes_) {
-    if (node->is_copy) {
-      const auto& slot = node->slots.front();
-      node->copy.srcPtr.ptr =
-          const_cast<void*>(static_cast<const void*>(
-              static_cast<const unsigned char*>(sources[slot.input]) + slot.offset));
-      C10_CUDA_CHECK(cudaGraphExecMemcpyNodeSetParams(exec, node->node, &node->copy));
+void bound_inputs::keep_settable(cudaGraphExec_t exec) {
+  std::vector<bool> keep = kept_;
+  for (const auto& node : nodes_) {
+    bool settable = node->is_copy
+                        ? cudaGraphExecMemcpyNodeSetParams(exec, node->node, &node->copy) == cudaSuccess
+                        : driver().set_node_arguments(exec, node->node, &node->kernel) == CUDA_SUCCESS;
+    if (settable)
       continue;
-    }
+    (void)cudaGetLastError();
+    for (const auto& slot : node->slots)
+      keep[slot.input] = false;
+  }
+  keep_only(keep);
+}
+
+std::optional<size_t> bound_inputs::bind(cudaGraphExec_t exec,
+                                         const std::vector<const void*>& sources) {
+  // A training loop's allocator tends to hand each step's activations the
+  // addresses of the step before: a node whose inputs did not move keeps
+  // the arguments it has.
+  bound_to_.resize(sources.size(), nullptr);
+  size_t rewritten = 0;
+  for (auto& node : nodes_) {
+    bool moved = false;
+    for (const auto& slot : node->slots)
+      moved = moved || sources[slot.input] != bound_to_[slot.input];
+    if (!moved)
+      continue;
     for (const auto& slot : node->slots) {
       uintptr_t address = reinterpret_cast<uintptr_t>(sources[slot.input]) + slot.offset;
-      std::memcpy(node->values.data() + slot.at, &address, sizeof address);
+      if (node->is_copy)
+        node->copy.srcPtr.ptr = reinterpret_cast<void*>(address);
+      else
+        std::memcpy(node->values.data() + slot.at, &address, sizeof address);
     }
-    auto status = driver().set_node_arguments(exec, node->node, &node->kernel);
-    if (status != CUDA_SUCCESS)
-      throw std::runtime_error("gradd: cuGraphExecKernelNodeSetParams failed (CUresult "
-                               + std::to_string(static_cast<int>(status)) + ")");
+    int status = node->is_copy
+                     ? static_cast<int>(cudaGraphExecMemcpyNodeSetParams(exec, node->node, &node->copy))
+                     : static_cast<int>(driver().set_node_arguments(exec, node->node, &node->kernel));
+    if (status != 0) {
+      (void)cudaGetLastError();
+      std::fill(bound_to_.begin(), bound_to_.end(), nullptr);
+      refusal_ = std::string(node->is_copy ? "a memcpy node" : "a kernel node") + " (error "
+                 + std::to_string(status) + ")";
+      return std::nullopt;
+    }
+    ++rewritten;
   }
+  bound_to_ = sources;
+  return rewritten;
 }
 
 } // namespace gradd::cuda

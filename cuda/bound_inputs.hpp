@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,18 +33,15 @@ public:
   bound_inputs& operator=(bound_inputs&&) noexcept;
 
   /// Reads every node of `graph` for pointers into `buffers` (input i's
-  /// static range). An input is bindable where every pointer into it found
-  /// is a kernel argument or a memcpy source; one a memset or memcpy writes
-  /// is not. A graph with a node of another kind (child graph, host node,
+  /// static range, empty for one that is not a candidate). An input is
+  /// bindable where every pointer into it found is a kernel argument or a
+  /// memcpy source; one a memset or memcpy writes is not. A graph with a node of another kind (child graph, host node,
   /// ...) or a kernel whose arguments cannot be read binds nothing:
   /// `why_not()` says why.
   static bound_inputs find(cudaGraph_t graph, const std::vector<byte_range>& buffers);
 
   /// Input i is read only through pointers `bind` rewrites.
   bool bindable(size_t input) const;
-
-  /// Nodes that read input i.
-  uint32_t readers(size_t input) const;
 
   /// Keeps only the inputs marked in `keep`, and only the nodes they need.
   void keep_only(const std::vector<bool>& keep);
@@ -54,18 +52,31 @@ public:
   /// Why nothing is bindable, for the log; "" otherwise.
   const std::string& why_not() const noexcept;
 
+  /// Drops the inputs read by a node whose arguments `exec` refuses to
+  /// take back unchanged (a launch the driver cannot update, e.g. one with
+  /// launch attributes the read arguments do not carry).
+  void keep_settable(cudaGraphExec_t exec);
+
   /// Points every kept pointer into input i at `sources[i]` plus its offset
   /// in the static buffer: the live tensor, laid out as that buffer is. The
   /// next launch of `exec` (instantiated from the graph given to find)
-  /// reads there; launches already queued are unaffected.
-  void bind(cudaGraphExec_t exec, const std::vector<const void*>& sources);
+  /// reads there; launches already queued are unaffected. Rewrites only the
+  /// nodes whose inputs moved since the last call (`exec` must be the same
+  /// each time), and returns how many it rewrote; nullopt where the driver
+  /// refused a node's new arguments (`refusal()` says which), after which
+  /// the next call rewrites every node.
+  std::optional<size_t> bind(cudaGraphExec_t exec, const std::vector<const void*>& sources);
+
+  /// The last node the driver refused new arguments for, for the log.
+  const std::string& refusal() const noexcept { return refusal_; }
 
 private:
   struct node_arguments;
   std::vector<std::unique_ptr<node_arguments>> nodes_;
-  std::vector<bool> kept_;         ///< per input: bound
-  std::vector<uint32_t> readers_;  ///< per input: nodes that read it; 0 for one not kept
+  std::vector<bool> kept_;  ///< per input: bound
   std::string why_not_;
+  std::vector<const void*> bound_to_;  ///< per input: where exec's arguments point now
+  std::string refusal_;
 };
 
 } // namespace gradd::cuda

@@ -28,6 +28,7 @@ void graph_counters::reset() noexcept {
   copy_on_writes = 0;
   during_capture = 0;
   recordings = 0;
+  rewrites = 0;
   lift_ns = 0;
   copy_ns = 0;
   launch_ns = 0;

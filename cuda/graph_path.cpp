@@ -283,6 +283,7 @@ void add_graph_statistics(statistics& s) {
   s.graph_launch_ns = counters.launch_ns.load();
   s.graph_hand_out_ns = counters.hand_out_ns.load();
   s.graph_recordings = counters.recordings.load();
+  s.graph_rewrites = counters.rewrites.load();
   s.backwards_during_capture = counters.during_capture.load();
 }
 
