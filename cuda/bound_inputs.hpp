@@ -3,9 +3,10 @@
 // Inputs a CUDA graph reads where they live instead of from its static
 // copies (Note [Bound inputs] in backward_graph.cpp). Found once per graph:
 // every kernel argument and memcpy source of the captured graph that points
-// into an input's static buffer. Each replay then rewrites those pointers to
-// the live tensor's memory (cuGraphExecKernelNodeSetParams), which costs CPU
-// time per node rewritten but no copy on the device.
+// into an input's static buffer. A replay then points those at the live
+// tensor's memory (cuGraphExecKernelNodeSetParams) where it moved since the
+// last replay, which costs CPU time per node rewritten but no copy on the
+// device.
 
 #include <cuda_runtime_api.h>
 
@@ -35,9 +36,9 @@ public:
   /// Reads every node of `graph` for pointers into `buffers` (input i's
   /// static range, empty for one that is not a candidate). An input is
   /// bindable where every pointer into it found is a kernel argument or a
-  /// memcpy source; one a memset or memcpy writes is not. A graph with a node of another kind (child graph, host node,
-  /// ...) or a kernel whose arguments cannot be read binds nothing:
-  /// `why_not()` says why.
+  /// memcpy source; one a memset or memcpy writes is not. A graph with a
+  /// node of another kind (child graph, host node, ...) or a kernel whose
+  /// arguments cannot be read binds nothing: `why_not()` says why.
   static bound_inputs find(cudaGraph_t graph, const std::vector<byte_range>& buffers);
 
   /// Input i is read only through pointers `bind` rewrites.
@@ -46,7 +47,7 @@ public:
   /// Keeps only the inputs marked in `keep`, and only the nodes they need.
   void keep_only(const std::vector<bool>& keep);
 
-  /// Whether any input is bound.
+  /// Whether no input is kept.
   bool empty() const noexcept;
 
   /// Why nothing is bindable, for the log; "" otherwise.
