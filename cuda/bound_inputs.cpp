@@ -112,6 +112,13 @@ struct bound_inputs::node_arguments {
   std::vector<void*> arguments;       ///< kernel.kernelParams: into values
   cudaMemcpy3DParms copy{};           ///< a memcpy node: its copy
   std::vector<pointer_slot> slots;
+
+  /// Hands the node's arguments to `exec`; the error code, 0 if taken.
+  int set_in(cudaGraphExec_t exec) const {
+    if (is_copy)
+      return static_cast<int>(cudaGraphExecMemcpyNodeSetParams(exec, node, &copy));
+    return static_cast<int>(driver().set_node_arguments(exec, node, &kernel));
+  }
 };
 
 bound_inputs::bound_inputs() = default;
@@ -247,10 +254,7 @@ const std::string& bound_inputs::why_not() const noexcept {
 void bound_inputs::keep_settable(cudaGraphExec_t exec) {
   std::vector<bool> keep = kept_;
   for (const auto& node : nodes_) {
-    bool settable = node->is_copy
-                        ? cudaGraphExecMemcpyNodeSetParams(exec, node->node, &node->copy) == cudaSuccess
-                        : driver().set_node_arguments(exec, node->node, &node->kernel) == CUDA_SUCCESS;
-    if (settable)
+    if (node->set_in(exec) == 0)
       continue;
     (void)cudaGetLastError();
     for (const auto& slot : node->slots)
@@ -279,10 +283,7 @@ std::optional<size_t> bound_inputs::bind(cudaGraphExec_t exec,
       else
         std::memcpy(node->values.data() + slot.at, &address, sizeof address);
     }
-    int status = node->is_copy
-                     ? static_cast<int>(cudaGraphExecMemcpyNodeSetParams(exec, node->node, &node->copy))
-                     : static_cast<int>(driver().set_node_arguments(exec, node->node, &node->kernel));
-    if (status != 0) {
+    if (int status = node->set_in(exec); status != 0) {
       (void)cudaGetLastError();
       std::fill(bound_to_.begin(), bound_to_.end(), nullptr);
       refusal_ = std::string(node->is_copy ? "a memcpy node" : "a kernel node") + " (error "
