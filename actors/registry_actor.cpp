@@ -14,9 +14,11 @@ namespace {
 
 using registry_pointer = registry_actor::stateful_pointer<registry_state>;
 
-/// Settles `result` in the plan table; false when it was dropped instead
-/// (interrupted by a stop, or reset() dropped the graph meanwhile).
-bool settle(const stage_setup& setup, compile_result& result) {
+/// Settles `result` in the plan table, counting a finished compile first: a
+/// sync-mode backward wakes when its plan lands and may read the statistics
+/// at once. A result interrupted by a stop, or whose graph reset() dropped
+/// meanwhile, is dropped uncounted.
+void settle(const stage_setup& setup, compile_result& result, published_counts& counts) {
   const auto& config = setup.config;
   auto id = std::to_string(result.graph_id);
   auto claimed_at = setup.sink->pending_since(result.graph_id);
@@ -24,7 +26,7 @@ bool settle(const stage_setup& setup, compile_result& result) {
     setup.sink->drop(result.graph_id);  // compiles again when next seen
     log(config.logging.level, log_level::debug,
         "graph " + id + " dropped: " + (result.ok() ? "reset" : render(result.error)));
-    return false;
+    return;
   }
   auto elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now()
                                                            - *claimed_at)
@@ -38,11 +40,12 @@ bool settle(const stage_setup& setup, compile_result& result) {
         log(config.logging.level, log_level::warning,
             "graph " + id + " not kept in cache.dir: " + error);
     }
+    counts.compiles.fetch_add(1);
     setup.sink->publish(result.graph_id, std::move(result.ir), std::move(result.plan), elapsed,
                         config.cache.max_plans);
     log(config.logging.level, log_level::info,
         "graph " + id + " compiled in " + std::to_string(elapsed) + " ms: " + summary);
-    return true;
+    return;
   }
   auto why = result.ok() ? "took " + std::to_string(elapsed) + " ms, over compile.timeout_ms"
                          : render(result.error);
@@ -50,10 +53,10 @@ bool settle(const stage_setup& setup, compile_result& result) {
                       ? std::chrono::steady_clock::time_point::max()
                       : std::chrono::steady_clock::now()
                             + std::chrono::milliseconds(config.fallback.retry_after_ms);
+  counts.compiles.fetch_add(1);
   setup.sink->fail(result.graph_id, retry_at);
   log(config.logging.level, log_level::warning,
       "graph " + id + " failed to compile, the stock engine serves it: " + why);
-  return true;
 }
 
 /// Answers the requests whose graphs have all settled.
@@ -72,8 +75,7 @@ registry_actor::behavior_type registry_stage(registry_pointer self, stage_setup 
                                              published_counts* counts) {
   return {
     [self, setup, counts](compile_result& result) {
-      if (settle(setup, result))
-        counts->compiles.fetch_add(1);
+      settle(setup, result, *counts);
       // Counted before the waiting requests hear it, so that statistics are
       // current by the time a waiting backward wakes.
       counts->settled.fetch_add(1);
