@@ -81,6 +81,7 @@ TEST_CASE("gradd launch returns the first failing rank's code and stops the othe
   }
   SECTION("a rank crashes") {
     auto run = launch(folder, 2, "if [ $RANK = 0 ]; then kill -SEGV $$; fi; sleep 60");
+    INFO(run.err);  // where the launcher was when it failed once (60 s, killed by the bound)
     CHECK(run.exited(128 + SIGSEGV));
     CHECK(run.elapsed < 30s);
   }
