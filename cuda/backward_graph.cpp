@@ -19,32 +19,14 @@
 // strides break the layout contract) and `hand_out: copy` go through the
 // stock AccumulateGrad with the lent tensor still referenced, so it copies.
 //
-// Note [Bound inputs]
-// Copying the saved activations into the static buffers costs device time
-// in proportion to their bytes: ResNet-18 at batch 32 saves about a GiB,
-// whose copy was most of what separated its replay from the floor. Instead
-// a replay points the graph's kernels at the live tensors (bound_inputs),
-// rewriting a kernel node's arguments (~0.9 µs each on the H200's host)
-// only where its input moved since the last replay; a training loop's
-// caching allocator mostly hands a step the addresses of the step before,
-// so most replays rewrite nothing (`graph_rewrites`). A graph may also
-// reach an input in ways no argument shows (a pointer table in device
-// memory, an output that is a view of it), so a binding is kept only after
-// a replay with the bound inputs' static buffers filled with 0xFF, the
-// graph pointed at copies of them, gave the outputs of a plain replay bit
-// for bit; where that fails, each input is tried alone, and a graph whose
-// replays differ from one another copies everything. The live tensors are
-// not used for this: the training thread may be writing to them (an
-// accumulating `.grad`). A bound graph that writes into an input writes
-// into the live tensor, as the stock engine's own call of that op would.
-// Then the bound inputs' static buffers are freed; the inputs nothing can
-// bind are copied in by one batched launch.
+// Which inputs a replay reads where they live: input_binding.cpp.
+
 
 #include "cuda/backward_graph.hpp"
 
 #include "cuda/batched_copy.hpp"
+#include "cuda/static_buffer.hpp"
 #include "cuda/graph_cache.hpp"
-#include "config/log.hpp"
 #include "engine/functional/capture.hpp"
 #include "engine/functional/interpret.hpp"
 #include "engine/functional/passes.hpp"
@@ -59,7 +41,6 @@
 #include <torch/csrc/autograd/utils/grad_layout_contract.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #include <thread>
@@ -96,46 +77,6 @@ size_t pool_bytes(c10::MempoolId_t pool) {
     if (segment.owner_private_pool_id == pool)
       total += segment.total_size;
   return total;
-}
-
-/// Bytes from a tensor's first element to the end of its last one: what a
-/// copy of it in the same layout needs (its strides may overlap or leave gaps).
-size_t span_bytes(const at::Tensor& t) {
-  if (t.numel() == 0)
-    return 0;
-  int64_t last = 0;
-  for (int64_t d = 0; d < t.dim(); ++d)
-    last += (t.size(d) - 1) * t.stride(d);
-  return static_cast<size_t>(last + 1) * t.element_size();
-}
-
-/// A gradd-owned copy of CUDA tensor `t` with its sizes and strides, copied
-/// on the current stream: a static input of a graph.
-at::Tensor static_copy(const at::Tensor& t) {
-  auto bytes = span_bytes(t);
-  auto storage = at::empty({static_cast<int64_t>(bytes / t.element_size())}, t.options());
-  if (bytes)
-    C10_CUDA_CHECK(cudaMemcpyAsync(storage.mutable_data_ptr(), t.const_data_ptr(), bytes,
-                                   cudaMemcpyDeviceToDevice,
-                                   c10::cuda::getCurrentCUDAStream(t.device().index())));
-  return storage.as_strided(t.sizes(), t.strides(), 0);
-}
-
-/// Whether each tensor of `a` holds the bytes of its counterpart in `b`
-/// (NaN included; undefined matches undefined).
-bool bitwise_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
-  if (a.size() != b.size())
-    return false;
-  auto bytes = [](const at::Tensor& t) { return t.contiguous().reshape({-1}).view(at::kByte); };
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].defined() != b[i].defined())
-      return false;
-    if (a[i].defined()
-        && (a[i].sizes() != b[i].sizes() || a[i].scalar_type() != b[i].scalar_type()
-            || !at::equal(bytes(a[i]), bytes(b[i]))))
-      return false;
-  }
-  return true;
 }
 
 /// One stream capture into a private pool of the caching allocator, as
@@ -271,105 +212,6 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   counters.bound_bytes.fetch_add(static_cast<int64_t>(g->bound_bytes_));
   counters.graphs.fetch_add(1);
   return g;
-}
-
-std::vector<at::Tensor> backward_graph::outputs_now() const {
-  std::vector<at::Tensor> now;
-  for (const auto& leaf : leaves_)
-    now.push_back(leaf.buffer.defined() ? leaf.buffer.clone() : leaf.buffer);
-  for (const auto& result : results_)
-    now.push_back(result.defined() ? result.clone() : result);
-  return now;
-}
-
-bool backward_graph::binding_holds(bound_inputs& found, const std::vector<bool>& trial,
-                                   const std::vector<at::Tensor>& expected,
-                                   c10::cuda::CUDAStream side) {
-  auto stream = side.stream();
-  std::vector<at::Tensor> decoys(inputs_.size());
-  std::vector<const void*> sources(inputs_.size());
-  for (size_t i = 0; i < inputs_.size(); ++i) {
-    if (!found.bindable(i))
-      continue;
-    sources[i] = inputs_[i].const_data_ptr();
-    if (!trial[i])
-      continue;
-    decoys[i] = static_copy(inputs_[i]);
-    sources[i] = decoys[i].const_data_ptr();
-    C10_CUDA_CHECK(cudaMemsetAsync(inputs_[i].mutable_data_ptr(), 0xFF, span_bytes(inputs_[i]),
-                                   stream));
-  }
-  bool holds = false;
-  if (found.bind(exec_, sources)) {
-    C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
-    holds = bitwise_equal(outputs_now(), expected);
-  }
-  for (size_t i = 0; i < inputs_.size(); ++i) {
-    if (!trial[i])
-      continue;
-    C10_CUDA_CHECK(cudaMemcpyAsync(inputs_[i].mutable_data_ptr(), decoys[i].const_data_ptr(),
-                                   span_bytes(inputs_[i]), cudaMemcpyDeviceToDevice, stream));
-    sources[i] = inputs_[i].const_data_ptr();
-  }
-  if (!found.bind(exec_, sources))  // the arguments it was captured with
-    throw std::runtime_error("gradd: the CUDA driver refused a graph node's own arguments back");
-  side.synchronize();  // the decoys go; nothing reads them after this
-  return holds;
-}
-
-void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level) {
-  std::vector<byte_range> buffers(inputs_.size());
-  for (size_t i = 0; i < inputs_.size(); ++i) {
-    const auto& buffer = inputs_[i];
-    if (!borrowed_[i] && buffer.defined() && buffer.device().index() == device_)
-      buffers[i] = {buffer.const_data_ptr(), span_bytes(buffer)};
-  }
-  auto found = bound_inputs::find(graph_, buffers);
-  found.keep_settable(exec_);
-  std::vector<bool> keep(inputs_.size());
-  for (size_t i = 0; i < inputs_.size(); ++i)
-    keep[i] = found.bindable(i);
-  auto copy_all = [&](const std::string& why) {
-    found.keep_only(std::vector<bool>(inputs_.size(), false));
-    log(level, log_level::debug, "a CUDA graph copies all its inputs: " + why);
-  };
-  if (found.empty()) {
-    if (!found.why_not().empty())
-      copy_all(found.why_not());
-    return;
-  }
-
-  auto replay_outputs = [&] {
-    C10_CUDA_CHECK(cudaGraphLaunch(exec_, side.stream()));
-    return outputs_now();
-  };
-  auto expected = replay_outputs();
-  if (!binding_holds(found, keep, expected, side)) {
-    if (!bitwise_equal(replay_outputs(), expected))
-      return copy_all("its replays differ from one another (kernels that are not deterministic)");
-    // One input read some other way spoils the whole trial: try each alone.
-    for (size_t i = 0; i < inputs_.size(); ++i)
-      if (keep[i]) {
-        std::vector<bool> alone(inputs_.size(), false);
-        alone[i] = true;
-        keep[i] = binding_holds(found, alone, expected, side);
-      }
-    found.keep_only(keep);
-    if (!found.refusal().empty())
-      log(level, log_level::debug, "the CUDA driver refused new arguments for " + found.refusal());
-    if (found.empty() || !binding_holds(found, keep, expected, side))
-      return copy_all("it reads them other than through its arguments");
-  }
-  for (size_t i = 0; i < inputs_.size(); ++i)
-    if (keep[i]) {
-      bound_bytes_ += buffers[i].bytes;
-      inputs_[i] = at::empty_strided(inputs_[i].sizes(), inputs_[i].strides(),
-                                     inputs_[i].options().device(c10::kMeta));
-    }
-  log(level, log_level::debug,
-      "a CUDA graph reads " + std::to_string(std::count(keep.begin(), keep.end(), true))
-          + " inputs where they live (" + std::to_string(bound_bytes_ >> 20) + " MiB not copied)");
-  bound_ = std::move(found);
 }
 
 backward_graph::~backward_graph() {

@@ -1,7 +1,7 @@
 #pragma once
 
 // Inputs a CUDA graph reads where they live instead of from its static
-// copies (Note [Bound inputs] in backward_graph.cpp). Found once per graph:
+// copies (Note [Bound inputs] in input_binding.cpp). Found once per graph:
 // every kernel argument and memcpy source of the captured graph that points
 // into an input's static buffer. A replay then points those at the live
 // tensor's memory (cuGraphExecKernelNodeSetParams) where it moved since the

@@ -1,0 +1,20 @@
+#pragma once
+
+// A CUDA graph's static buffers: gradd-owned copies of the tensors it reads,
+// laid out as they are (backward_graph.cpp, input_binding.cpp).
+
+#include <ATen/core/Tensor.h>
+
+#include <cstddef>
+
+namespace gradd::cuda {
+
+/// Bytes from a tensor's first element to the end of its last one: what a
+/// copy of it in the same layout needs (its strides may overlap or leave gaps).
+size_t span_bytes(const at::Tensor& t);
+
+/// A gradd-owned copy of CUDA tensor `t` with its sizes and strides, copied
+/// on the current stream: a static input of a graph.
+at::Tensor static_copy(const at::Tensor& t);
+
+} // namespace gradd::cuda
