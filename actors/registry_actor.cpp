@@ -28,6 +28,7 @@ void settle(const stage_setup& setup, compile_result& result, published_counts& 
         "graph " + id + " dropped: " + (result.ok() ? "reset" : render(result.error)));
     return;
   }
+  counts.compiles.fetch_add(1);
   auto elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now()
                                                            - *claimed_at)
                      .count();
@@ -40,7 +41,6 @@ void settle(const stage_setup& setup, compile_result& result, published_counts& 
         log(config.logging.level, log_level::warning,
             "graph " + id + " not kept in cache.dir: " + error);
     }
-    counts.compiles.fetch_add(1);
     setup.sink->publish(result.graph_id, std::move(result.ir), std::move(result.plan), elapsed,
                         config.cache.max_plans);
     log(config.logging.level, log_level::info,
@@ -53,7 +53,6 @@ void settle(const stage_setup& setup, compile_result& result, published_counts& 
                       ? std::chrono::steady_clock::time_point::max()
                       : std::chrono::steady_clock::now()
                             + std::chrono::milliseconds(config.fallback.retry_after_ms);
-  counts.compiles.fetch_add(1);
   setup.sink->fail(result.graph_id, retry_at);
   log(config.logging.level, log_level::warning,
       "graph " + id + " failed to compile, the stock engine serves it: " + why);

@@ -21,12 +21,11 @@
 //
 // Which inputs a replay reads where they live: input_binding.cpp.
 
-
 #include "cuda/backward_graph.hpp"
 
 #include "cuda/batched_copy.hpp"
-#include "cuda/static_buffer.hpp"
 #include "cuda/graph_cache.hpp"
+#include "cuda/static_buffer.hpp"
 #include "engine/functional/capture.hpp"
 #include "engine/functional/interpret.hpp"
 #include "engine/functional/passes.hpp"
@@ -309,7 +308,8 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
   c10::cuda::CUDAStreamGuard on_stream(stream);
   std::vector<copy_span> spans;
   spans.reserve(live.size());
-  std::vector<const void*> sources(bound_.empty() ? 0 : live.size());
+  bool binds = !bound_.empty();
+  std::vector<const void*> sources(binds ? live.size() : 0);
   for (size_t i = 0; i < live.size(); ++i) {
     if (borrowed_[i] || !live[i].defined())
       continue;
@@ -318,7 +318,7 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
     else if (size_t bytes = span_bytes(live[i]))
       spans.push_back({live[i].const_data_ptr(), inputs_[i].mutable_data_ptr(), bytes});
   }
-  if (!bound_.empty()) {
+  if (binds) {
     auto rewritten = bound_.bind(exec_, sources);
     if (!rewritten)
       return std::nullopt;  // the plan serves this backward; the next bind rewrites all

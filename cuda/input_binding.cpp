@@ -114,8 +114,9 @@ void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level) {
   std::vector<bool> keep(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i)
     keep[i] = found.bindable(i);
+  // Copying all leaves bound_ empty: the graph has its captured arguments
+  // (binding_holds gives them back after each trial).
   auto copy_all = [&](const std::string& why) {
-    found.keep_only(std::vector<bool>(inputs_.size(), false));
     log(level, log_level::debug, "a CUDA graph copies all its inputs: " + why);
   };
   if (found.empty()) {
