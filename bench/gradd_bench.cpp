@@ -393,8 +393,9 @@ int run(const options& o) {
               static_cast<unsigned long long>(graph_backwards),
               static_cast<unsigned long long>(eager_backwards), diff, stock_diff);
   if (graph_backwards)
-    std::printf(", \"hit_us\": {\"lift\": %.1f, \"copy\": %.1f, \"launch\": %.1f, "
-                "\"hand_out\": %.1f}",
+    std::printf(", \"hit_us\": {\"walk\": %.1f, \"lift\": %.1f, \"copy\": %.1f, "
+                "\"launch\": %.1f, \"hand_out\": %.1f}",
+                per_hit_us(&gradd::statistics::graph_walk_ns),
                 per_hit_us(&gradd::statistics::graph_lift_ns),
                 per_hit_us(&gradd::statistics::graph_copy_ns),
                 per_hit_us(&gradd::statistics::graph_launch_ns),

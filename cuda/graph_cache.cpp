@@ -29,6 +29,7 @@ void graph_counters::reset() noexcept {
   during_capture = 0;
   recordings = 0;
   rewrites = 0;
+  walk_ns = 0;
   lift_ns = 0;
   copy_ns = 0;
   launch_ns = 0;

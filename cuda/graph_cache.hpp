@@ -57,6 +57,7 @@ struct graph_counters {
   std::atomic<uint64_t> recordings{0};        ///< plan-served backwards kept for a capture
   std::atomic<uint64_t> rewrites{0};          ///< graph nodes pointed at moved inputs (Note [Bound inputs])
   // CPU time of each piece of the graph hits, summed over graph_backwards.
+  std::atomic<uint64_t> walk_ns{0};      ///< hook entry to the lift: walk, plan lookup, graph checks
   std::atomic<uint64_t> lift_ns{0};      ///< re-lift through compiled_args and the shape key
   std::atomic<uint64_t> copy_ns{0};      ///< misfit check, copy-on-write, batched copy launch
   std::atomic<uint64_t> launch_ns{0};    ///< the graph launch

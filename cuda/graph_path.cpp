@@ -129,6 +129,7 @@ std::optional<variable_list> replay(const graph_call& c, structure_graphs& s, ui
                                     const std::vector<at::Tensor>& live, c10::Stream stream,
                                     std::chrono::steady_clock::time_point lift_start) {
   auto& counters = graph_cache::instance().counters;
+  counters.walk_ns.fetch_add(nanoseconds_between(c.entered, lift_start), std::memory_order_relaxed);
   counters.lift_ns.fetch_add(nanoseconds_between(lift_start, std::chrono::steady_clock::now()),
                              std::memory_order_relaxed);
   switch (graph->fit_of(live)) {
@@ -278,6 +279,7 @@ void add_graph_statistics(statistics& s) {
   s.graph_capture_failures = counters.capture_failures.load();
   s.graph_evictions = counters.evictions.load();
   s.graph_copy_on_writes = counters.copy_on_writes.load();
+  s.graph_walk_ns = counters.walk_ns.load();
   s.graph_lift_ns = counters.lift_ns.load();
   s.graph_copy_ns = counters.copy_ns.load();
   s.graph_launch_ns = counters.launch_ns.load();

@@ -37,6 +37,7 @@ struct graph_call {
   const std::vector<torch::autograd::Edge>& outputs;
   const settings& config;
   const std::function<void()>& run_plan;  ///< runs the structure's plan on this backward
+  std::chrono::steady_clock::time_point entered;  ///< when the hook took the backward
 };
 
 /// Serves `call` from the CUDA graph of its shape when there is one. When

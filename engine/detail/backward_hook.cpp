@@ -30,6 +30,7 @@
 #include <torch/csrc/autograd/anomaly_mode.h>
 #include <torch/csrc/autograd/graph_task.h>
 
+#include <chrono>
 #include <functional>
 
 namespace gradd::engine::detail {
@@ -237,7 +238,8 @@ private:
     } guard{record};
     std::function<void()> plan = [&] { run_plan(record.compiled->plan, walk_->nodes, task_); };
     auto served = cuda::serve_from_graph({record.id, record.compiled->ir, walk_->nodes, root_,
-                                          task_, accumulate_grad_, outputs_, config_, plan});
+                                          task_, accumulate_grad_, outputs_, config_, plan,
+                                          entered_});
     if (served)
       task_.captured_vars_ = std::move(*served);
     else
@@ -288,6 +290,7 @@ private:
   bool accumulate_grad_;
   const std::vector<torch::autograd::Edge>& outputs_;
   graph_walk* walk_ = nullptr;
+  std::chrono::steady_clock::time_point entered_ = std::chrono::steady_clock::now();
 };
 
 } // namespace

@@ -78,6 +78,8 @@ TEST_CASE("every benchmark model matches the stock engine bitwise through CUDA g
       CHECK(s.graph_recordings == 1);
       CHECK(s.graph_backwards == 1);
       CHECK(s.graph_capture_failures == 0);
+      CHECK(s.graph_walk_ns > 0);  // every piece of the hit is timed
+      CHECK(s.graph_lift_ns > 0);
     }
   }
 }
