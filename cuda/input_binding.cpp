@@ -12,9 +12,13 @@
 // so most replays rewrite nothing (`graph_rewrites`). A graph may also
 // reach an input in ways no argument shows (a pointer table in device
 // memory, an output that is a view of it), so a binding is kept only after
-// a replay with the bound inputs' static buffers filled with 0xFF, the
-// graph pointed at copies of them, gave the outputs of a plain replay bit
-// for bit; where that fails, each input is tried alone, and a graph whose
+// a replay with the bound inputs' static buffers poisoned, the graph
+// pointed at copies of them, gave the outputs of a plain replay bit for
+// bit. The poison is NaN bits for floating types and zeros for the others:
+// all-ones bits are an index of -1, which would send a reader the
+// arguments do not show out of bounds. An integer input that holds only
+// zeros is not bound, since the poison would not show who reads it.
+// Where the trial fails, each input is tried alone, and a graph whose
 // replays differ from one another copies everything. The live tensors are
 // not used for this: the training thread may be writing to them (an
 // accumulating `.grad`). A bound graph that writes into an input writes
@@ -56,6 +60,17 @@ bool bitwise_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tenso
   return true;
 }
 
+/// The byte a trial fills an input's static buffer with (Note [Bound inputs]).
+int poison_byte(const at::Tensor& t) {
+  auto type = t.scalar_type();
+  return at::isFloatingType(type) || at::isComplexType(type) ? 0xFF : 0;
+}
+
+/// Whether poisoning `t` changes its bytes, so that a trial sees who reads it.
+bool poison_shows(const at::Tensor& t) {
+  return poison_byte(t) != 0 || t.ne(0).any().item<bool>();
+}
+
 } // namespace
 
 std::vector<at::Tensor> backward_graph::outputs_now() const {
@@ -81,8 +96,8 @@ bool backward_graph::binding_holds(bound_inputs& found, const std::vector<bool>&
       continue;
     decoys[i] = static_copy(inputs_[i]);
     sources[i] = decoys[i].const_data_ptr();
-    C10_CUDA_CHECK(cudaMemsetAsync(inputs_[i].mutable_data_ptr(), 0xFF, span_bytes(inputs_[i]),
-                                   stream));
+    C10_CUDA_CHECK(cudaMemsetAsync(inputs_[i].mutable_data_ptr(), poison_byte(inputs_[i]),
+                                   span_bytes(inputs_[i]), stream));
   }
   bool holds = false;
   if (found.bind(exec_, sources)) {
@@ -113,7 +128,8 @@ void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level) {
   found.keep_settable(exec_);
   std::vector<bool> keep(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i)
-    keep[i] = found.bindable(i);
+    keep[i] = found.bindable(i) && poison_shows(inputs_[i]);
+  found.keep_only(keep);
   // Copying all leaves bound_ empty: the graph has its captured arguments
   // (binding_holds gives them back after each trial).
   auto copy_all = [&](const std::string& why) {
