@@ -112,7 +112,8 @@ bool backward_graph::binding_holds(bound_inputs& found, const std::vector<bool>&
     sources[i] = inputs_[i].const_data_ptr();
   }
   if (!found.bind(exec_, sources))  // the arguments it was captured with
-    throw std::runtime_error("gradd: the CUDA driver refused a graph node's own arguments back");
+    throw std::runtime_error("gradd: the CUDA driver refused a graph node's own arguments back: "
+                             + found.refusal());
   side.synchronize();  // the decoys go; nothing reads them after this
   return holds;
 }
