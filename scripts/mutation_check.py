@@ -78,6 +78,10 @@ MUTATIONS = [
      [("engine/detail/plan_table.cpp",
        "    if (s == graph_state::pending || (s == graph_state::failed && now < r->retry_at))",
        "    if (s == graph_state::failed && now < r->retry_at)")]),
+    ("compile_sent_during_first_backward", "an async miss sends its compile before the stock engine runs",
+     [("engine/detail/backward_hook.cpp",
+       "    } else if (config_.compile.mode == compile_mode::sync) {",
+       "    } else if (true) {")]),
 ]
 
 EXCLUDED = {".git", ".deps", ".whl", ".gl"}

@@ -32,6 +32,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 
 namespace gradd::engine::detail {
 
@@ -88,9 +89,11 @@ public:
   variable_list serve() {
     try {
       auto result = serve_counted();
+      submit_deferred();
       state_.stats.backwards.fetch_add(1, std::memory_order_relaxed);
       return result;
     } catch (...) {
+      submit_deferred();
       state_.stats.raised_backwards.fetch_add(1, std::memory_order_relaxed);
       state_.stats.backwards.fetch_add(1, std::memory_order_relaxed);
       throw;
@@ -171,8 +174,9 @@ private:
     return state_.table.find(walk_->key, [this](const graph_record& r) { return fits(r); });
   }
 
-  /// Claims the structure and sends it to the pipeline; nullptr if another
-  /// thread compiles it.
+  /// Claims the structure and captures it for the pipeline; nullptr if
+  /// another thread compiles it. In async mode the pipeline gets it once
+  /// this backward is served (Note [Compile after the first backward]).
   std::shared_ptr<graph_record> compile() {
     auto record = state_.table.claim(walk_->key);
     if (!record)
@@ -184,12 +188,37 @@ private:
                         std::chrono::steady_clock::time_point::max());
     } else if (load_stored(*record, captured.ir)) {
       // A plan kept by an earlier process or the daemon serves it at once.
-    } else if (!state_.submit(record->id, std::move(captured.ir))) {
-      // No pipeline (gradd is being disabled): not compiled, due at once.
-      state_.table.fail(*record, fallback_reason::compile_pending,
-                        std::chrono::steady_clock::time_point::min());
+    } else if (config_.compile.mode == compile_mode::sync) {
+      submit(*record, std::move(captured.ir));
+    } else {
+      deferred_.emplace(deferred_compile{record, std::move(captured.ir)});
     }
     return record;
+  }
+
+  // Note [Compile after the first backward]
+  // In async mode the stock engine serves a new structure's first backward
+  // while its plan compiles. Sending the node table before that backward
+  // woke the pipeline's threads while the stock engine ran: on the 2-core
+  // VM a woken actor thread took the training thread's core for ~1.4 ms in
+  // one first backward of five, and the compile took a core from the
+  // backward's intra-op threads the whole time. Sent once the backward is
+  // served, the compile overlaps what the training loop does next; the
+  // plan is ready one backward's time later.
+  void submit_deferred() {
+    if (!deferred_)
+      return;
+    auto deferred = std::move(*deferred_);
+    deferred_.reset();
+    submit(*deferred.record, std::move(deferred.table));
+  }
+
+  void submit(graph_record& record, compiler::graph table) {
+    if (!state_.submit(record.id, std::move(table))) {
+      // No pipeline (gradd is being disabled): not compiled, due at once.
+      state_.table.fail(record, fallback_reason::compile_pending,
+                        std::chrono::steady_clock::time_point::min());
+    }
   }
 
   /// Publishes the plan kept for the structure of node table `table`, if
@@ -290,6 +319,11 @@ private:
   bool accumulate_grad_;
   const std::vector<torch::autograd::Edge>& outputs_;
   graph_walk* walk_ = nullptr;
+  struct deferred_compile {
+    std::shared_ptr<graph_record> record;
+    compiler::graph table;
+  };
+  std::optional<deferred_compile> deferred_;  ///< submitted once this backward is served
   std::chrono::steady_clock::time_point entered_ = std::chrono::steady_clock::now();
 };
 

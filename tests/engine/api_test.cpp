@@ -210,6 +210,29 @@ TEST_CASE("reset wakes a backward waiting for its compile", "[engine][api]") {
   CHECK(after.eager_for(gradd::fallback_reason::compile_error) == 0);
 }
 
+TEST_CASE("an async miss sends its compile once the stock engine has served it",
+          "[engine][api]") {
+  gradd::reset();
+  gradd::settings s;  // compile.mode async, the default
+  s.compile.delay_ms = 300;  // keeps the compile in flight after the backward
+  gradd::enable_guard on{s};
+  auto x = torch::ones({3}, torch::requires_grad());
+  auto y = x * 2;
+  int64_t in_flight_inside = -1;
+  y.register_hook([&](torch::Tensor g) {
+    in_flight_inside = static_cast<int64_t>(gradd::stats().compiles_in_flight);
+    return g;
+  });
+  y.sum().backward();
+  // Note [Compile after the first backward]: nothing was sent while the
+  // stock engine ran; it was sent before the backward returned.
+  CHECK(in_flight_inside == 0);
+  CHECK(gradd::stats().compiles_in_flight == 1);
+  CHECK(gradd::stats().eager_for(gradd::fallback_reason::compile_pending) == 1);
+  CHECK(gradd::wait_for_compiles(std::chrono::seconds(10)));
+  CHECK(gradd::stats().compiles == 1);
+}
+
 TEST_CASE("backwards add up: served by a plan, by the stock engine, or raised",
           "[engine][api]") {
   gradd::reset();
