@@ -106,7 +106,7 @@ apply_fn address(Field field) {
 const std::vector<key_spec>& schema() {
   static const std::vector<key_spec> table{
       {"compile", "mode", "async, sync", "async",
-       "async: a new graph runs on the stock engine while its plan compiles; sync: it waits",
+       "async: a new graph runs on the stock engine, its plan compiles once that backward is done; sync: it waits",
        choice<compile_mode>(GRADD_FIELD(compile.mode), {"async", "sync"})},
       {"compile", "threads", "integer 1..64", "1",
        "TBB threads for passes and plan building",
