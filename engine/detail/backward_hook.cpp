@@ -4,10 +4,10 @@
 // first (free), then the walk that every plan needs anyway, then one table
 // lookup under a shared lock. A hit runs its plan right here, on the
 // backward's own thread; nothing on that path touches an actor. A miss
-// captures the node table (only this thread may read the live nodes), hands
-// it to the pipeline (unless cache.dir holds a plan for it already) and, in
-// async mode, lets the stock engine serve this backward; in sync mode it
-// waits for the plan. On a CUDA device a hit may be served by a CUDA graph
+// captures the node table (only this thread may read the live nodes) and,
+// unless cache.dir holds a plan for it already, hands it to the pipeline:
+// in sync mode at once, waiting for the plan; in async mode once the stock
+// engine has served this backward. On a CUDA device a hit may be served by a CUDA graph
 // of its shape instead (cuda/graph_path.hpp).
 
 #include "engine/detail/backward_hook.hpp"
