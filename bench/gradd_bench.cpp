@@ -13,7 +13,8 @@
 // Each iteration runs a fresh forward pass and times only its backward (CUDA
 // synchronized on both sides). `--mode both` interleaves the engines
 // iteration by iteration in one process, taking turns at going first, so
-// both see the same machine state, and reports gradd's median over the stock engine's as `ratio`.
+// both see the same machine state, and reports gradd's median over the
+// stock engine's as `ratio`.
 // `max_rel_grad_diff` compares gradd's gradients with the stock engine's on
 // the same inputs: max |g - g_stock| / max |g_stock| over all parameters.
 // `--structures sweep` makes an MLP change depth every step (4 structures) and

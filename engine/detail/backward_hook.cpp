@@ -7,8 +7,8 @@
 // captures the node table (only this thread may read the live nodes) and,
 // unless cache.dir holds a plan for it already, hands it to the pipeline:
 // in sync mode at once, waiting for the plan; in async mode once the stock
-// engine has served this backward. On a CUDA device a hit may be served by a CUDA graph
-// of its shape instead (cuda/graph_path.hpp).
+// engine has served this backward. On a CUDA device a hit may be served by
+// a CUDA graph of its shape instead (cuda/graph_path.hpp).
 
 #include "engine/detail/backward_hook.hpp"
 
@@ -209,7 +209,7 @@ private:
     if (!deferred_)
       return;
     auto deferred = std::move(*deferred_);
-    deferred_.reset();
+    deferred_.reset();  // first: a submit that throws is not repeated by serve()'s catch
     submit(*deferred.record, std::move(deferred.table));
   }
 
