@@ -407,8 +407,12 @@ int run(const options& o) {
                 per_hit_us(&gradd::statistics::graph_launch_ns),
                 per_hit_us(&gradd::statistics::graph_hand_out_ns));
   if (graph_backwards)
-    std::printf(", \"rewrites_per_hit\": %.2f",
-                static_cast<double>(after.graph_rewrites - before.graph_rewrites) / graph_backwards);
+    std::printf(", \"rewrites_per_hit\": %.2f, \"early_launches\": %llu, \"early_misses\": %llu",
+                static_cast<double>(after.graph_rewrites - before.graph_rewrites) / graph_backwards,
+                static_cast<unsigned long long>(after.graph_early_launches
+                                                - before.graph_early_launches),
+                static_cast<unsigned long long>(after.graph_early_misses
+                                                - before.graph_early_misses));
   if (o.mode == "both") {
     auto e = summarize(eager_times);
     std::printf(", \"eager_median_ms\": %.4f, \"ratio\": %.4f, \"eager_first_ms\": %.4f, "

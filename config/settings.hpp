@@ -88,6 +88,7 @@ struct settings {
     uint32_t dynamic_after = 16; ///< auto: shapes seen before a structure stays on plans
     uint32_t memory_limit_mb = 4096;  ///< static buffers and pools of all graphs together
     grad_hand_out hand_out = grad_hand_out::borrow;
+    bool early_launch = true;    ///< launch a steady structure's graph before its lift (Note [Early launch])
   } cuda_graphs;
   struct daemon_section {
     /// A process: the `gradd daemon` to compile with, "host:port" ("" or

@@ -289,21 +289,32 @@ void backward_graph::hand_out(leaf_gradient& g, const at::Tensor& variable,
   functional::accumulate_into_grad(variable, at::Tensor(lent));
 }
 
-std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor>& live,
-                                                    c10::cuda::CUDAStream stream,
-                                                    grad_hand_out hand_out_mode) {
-  std::unique_lock replaying(replaying_, std::try_to_lock);
-  if (!replaying)
-    return std::nullopt;
-  auto start = std::chrono::steady_clock::now();
-  c10::cuda::CUDAGuard device(stream.device_index());
+void backward_graph::follow_caller(c10::cuda::CUDAStream stream) const {
   auto caller = c10::cuda::getCurrentCUDAStream(stream.device_index());
   if (caller != stream) {
     at::cuda::CUDAEvent caller_done;
     caller_done.record(caller);
     caller_done.block(stream);
   }
-  take_back_lent(stream);
+}
+
+std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor>& live,
+                                                    c10::cuda::CUDAStream stream,
+                                                    grad_hand_out hand_out_mode,
+                                                    std::optional<early_launch> early) {
+  std::unique_lock<std::mutex> replaying;
+  if (early)
+    replaying = std::move(early->replaying_);
+  else
+    replaying = std::unique_lock(replaying_, std::try_to_lock);
+  if (!replaying)
+    return std::nullopt;
+  auto start = std::chrono::steady_clock::now();
+  c10::cuda::CUDAGuard device(stream.device_index());
+  if (!early) {
+    follow_caller(stream);
+    take_back_lent(stream);
+  }
 
   c10::cuda::CUDAStreamGuard on_stream(stream);
   std::vector<copy_span> spans;
@@ -318,16 +329,27 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
     else if (size_t bytes = span_bytes(live[i]))
       spans.push_back({live[i].const_data_ptr(), inputs_[i].mutable_data_ptr(), bytes});
   }
+  auto& counters = graph_cache::instance().counters;
+  size_t rewritten = 0;
   if (binds) {
-    auto rewritten = bound_.bind(exec_, sources);
-    if (!rewritten)
+    auto rewrites = bound_.bind(exec_, sources);
+    if (!rewrites)
       return std::nullopt;  // the plan serves this backward; the next bind rewrites all
-    graph_cache::instance().counters.rewrites.fetch_add(*rewritten, std::memory_order_relaxed);
+    rewritten = *rewrites;
+    counters.rewrites.fetch_add(rewritten, std::memory_order_relaxed);
   }
+  // An early launch read every input where this one finds it, unless an
+  // input moved or is copied: then it launches again, over its outputs.
+  bool moved = rewritten > 0 || !spans.empty();
+  if (early && moved)
+    counters.early_misses.fetch_add(1, std::memory_order_relaxed);
   batched_copy(spans, stream.stream());
   auto copied = std::chrono::steady_clock::now();
-  C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream.stream()));
-  replayed_->record(stream);
+  if (!early || moved) {
+    C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream.stream()));
+    replayed_->record(stream);
+  }
+  note_addresses(live, moved);
   auto launched = std::chrono::steady_clock::now();
 
   for (auto& leaf : leaves_)
@@ -336,7 +358,6 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
   results.reserve(results_.size());
   for (const auto& result : results_)
     results.push_back(result.defined() ? result.clone() : result);
-  auto& counters = graph_cache::instance().counters;
   counters.copy_ns.fetch_add(nanoseconds_between(start, copied), std::memory_order_relaxed);
   counters.launch_ns.fetch_add(nanoseconds_between(copied, launched), std::memory_order_relaxed);
   counters.hand_out_ns.fetch_add(nanoseconds_between(launched, std::chrono::steady_clock::now()),

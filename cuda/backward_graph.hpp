@@ -95,14 +95,37 @@ public:
   };
   fit fit_of(const std::vector<at::Tensor>& live) const;
 
+  /// A launch made before the backward's lift (Note [Early launch]). It
+  /// holds the graph's replay until replay() confirms or redoes it; one
+  /// dropped unconfirmed counts as a lost bet.
+  class early_launch {
+  public:
+    explicit early_launch(std::unique_lock<std::mutex> replaying)
+        : replaying_(std::move(replaying)) {}
+    early_launch(early_launch&&) noexcept = default;
+    early_launch& operator=(early_launch&&) noexcept = default;
+    ~early_launch();
+
+  private:
+    friend class backward_graph;
+    std::unique_lock<std::mutex> replaying_;
+  };
+
+  /// Launches the graph on `stream` as the last replay left it, before the
+  /// backward's saved tensors are lifted, if Note [Early launch] allows it;
+  /// nullopt, doing nothing, otherwise.
+  std::optional<early_launch> launch_early(c10::cuda::CUDAStream stream);
+
   /// Replays on `stream` for the live lifted tensors (which fit) and leaves
   /// the gradients where the stock engine would: `.grad` of each leaf
   /// (accumulated as the stock engine does), and the `autograd::grad`
-  /// results returned. Returns nullopt, doing nothing, if another thread is
-  /// replaying this graph right now.
+  /// results returned. With `early`, this graph's launch before the lift,
+  /// it launches again only if an input moved since. Returns nullopt,
+  /// doing nothing, if another thread is replaying this graph right now.
   std::optional<torch::autograd::variable_list> replay(const std::vector<at::Tensor>& live,
                                                        c10::cuda::CUDAStream stream,
-                                                       grad_hand_out hand_out);
+                                                       grad_hand_out hand_out,
+                                                       std::optional<early_launch> early);
 
   /// Device memory the graph holds: copies of inputs and its pool.
   size_t bytes() const noexcept { return bytes_; }
@@ -130,7 +153,10 @@ private:
 
   backward_graph() = default;
   void hand_out(leaf_gradient& g, const at::Tensor& variable, grad_hand_out mode);
+  void follow_caller(c10::cuda::CUDAStream stream) const;
   void take_back_lent(c10::cuda::CUDAStream stream);
+  bool leaves_bound_inputs_alone(c10::cuda::CUDAStream side);
+  void note_addresses(const std::vector<at::Tensor>& live, bool moved);
   void bind_inputs(c10::cuda::CUDAStream side, log_level level);
   bool binding_holds(bound_inputs& found, const std::vector<bool>& trial,
                      const std::vector<at::Tensor>& expected, c10::cuda::CUDAStream side);
@@ -153,6 +179,11 @@ private:
   std::vector<at::Tensor> results_;
   std::mutex replaying_;
   std::optional<at::cuda::CUDAEvent> replayed_;
+  /// Whether a replay writes into none of its bound inputs (Note [Early launch]).
+  bool leaves_inputs_alone_ = true;
+  /// The device's segment frees when the last replay's addresses were
+  /// proven launchable early; nullopt where they were not.
+  std::optional<int64_t> launchable_at_frees_;
   size_t bytes_ = 0;
   size_t bound_bytes_ = 0;
 };

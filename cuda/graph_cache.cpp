@@ -29,6 +29,8 @@ void graph_counters::reset() noexcept {
   during_capture = 0;
   recordings = 0;
   rewrites = 0;
+  early_launches = 0;
+  early_misses = 0;
   walk_ns = 0;
   lift_ns = 0;
   copy_ns = 0;

@@ -38,6 +38,8 @@ struct structure_graphs {
   std::unordered_map<uint64_t, uint32_t> seen;      ///< auto: shapes met, and how often
   std::string plan_only;  ///< why this structure stays on plans; "" while it may get graphs
   uint64_t clock = 0;     ///< ticks once per replay, for least-recently-used eviction
+  uint64_t last_shape = 0;  ///< the shape key of the last backward lifted here
+  bool steady = false;      ///< the last two had one shape: worth a bet (Note [Early launch])
 
   /// Takes out least recently used graphs (never a shape being captured)
   /// until at most `max_graphs` remain, and returns them: the caller lets
@@ -56,6 +58,8 @@ struct graph_counters {
   std::atomic<uint64_t> during_capture{0};    ///< backwards a plan served while their shape was captured
   std::atomic<uint64_t> recordings{0};        ///< plan-served backwards kept for a capture
   std::atomic<uint64_t> rewrites{0};          ///< graph nodes pointed at moved inputs (Note [Bound inputs])
+  std::atomic<uint64_t> early_launches{0};    ///< graphs launched before the lift (Note [Early launch])
+  std::atomic<uint64_t> early_misses{0};      ///< of those, launched again or abandoned
   // CPU time of each piece of the graph hits, summed over graph_backwards.
   std::atomic<uint64_t> walk_ns{0};      ///< hook entry to the lift: walk, plan lookup, graph checks
   std::atomic<uint64_t> lift_ns{0};      ///< re-lift through compiled_args and the shape key

@@ -124,13 +124,24 @@ bool wants_capture(structure_graphs& s, uint64_t shape, const settings::cuda_gra
   return ++seen->second >= 2;
 }
 
+/// When a graph hit finished its walk and began its lift; an early launch
+/// (Note [Early launch]) lies between the two.
+struct hit_times {
+  std::chrono::steady_clock::time_point walked;
+  std::chrono::steady_clock::time_point lifting;
+};
+
 std::optional<variable_list> replay(const graph_call& c, structure_graphs& s, uint64_t shape,
                                     const std::shared_ptr<backward_graph>& graph,
                                     const std::vector<at::Tensor>& live, c10::Stream stream,
-                                    std::chrono::steady_clock::time_point lift_start) {
+                                    hit_times times,
+                                    std::optional<backward_graph::early_launch> early) {
   auto& counters = graph_cache::instance().counters;
-  counters.walk_ns.fetch_add(nanoseconds_between(c.entered, lift_start), std::memory_order_relaxed);
-  counters.lift_ns.fetch_add(nanoseconds_between(lift_start, std::chrono::steady_clock::now()),
+  counters.walk_ns.fetch_add(nanoseconds_between(c.entered, times.walked),
+                             std::memory_order_relaxed);
+  counters.launch_ns.fetch_add(nanoseconds_between(times.walked, times.lifting),
+                               std::memory_order_relaxed);
+  counters.lift_ns.fetch_add(nanoseconds_between(times.lifting, std::chrono::steady_clock::now()),
                              std::memory_order_relaxed);
   switch (graph->fit_of(live)) {
     case backward_graph::fit::fits:
@@ -146,7 +157,7 @@ std::optional<variable_list> replay(const graph_call& c, structure_graphs& s, ui
       return std::nullopt;
   }
   auto results = graph->replay(live, c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, stream),
-                               c.config.cuda_graphs.hand_out);
+                               c.config.cuda_graphs.hand_out, std::move(early));
   if (!results)
     return std::nullopt;
   c.task.leaf_streams.emplace(stream);
@@ -212,17 +223,25 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
     return std::nullopt;
   auto& cache = graph_cache::instance();
   auto structure = cache.structure(c.structure);
+  std::shared_ptr<backward_graph> bet;
   {
     std::lock_guard lock(structure->mutex);
     if (!structure->plan_only.empty())
       return std::nullopt;
+    if (policy.early_launch && structure->steady)
+      if (auto it = structure->shapes.find(structure->last_shape); it != structure->shapes.end())
+        bet = it->second.graph;
   }
   if (has_hooks(c.table)) {
     keep_on_plans(*structure, c, "it has hooks");
     return std::nullopt;
   }
 
-  auto lift_start = std::chrono::steady_clock::now();
+  hit_times times{std::chrono::steady_clock::now(), {}};
+  std::optional<backward_graph::early_launch> early;
+  if (bet)
+    early = bet->launch_early(c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, *stream));
+  times.lifting = std::chrono::steady_clock::now();
   auto call = std::make_shared<ca::AutogradCompilerCall>(ca::SizeInput::STATIC);
   std::optional<uint64_t> shape;
   try {
@@ -249,6 +268,8 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
   std::shared_ptr<backward_graph> graph;
   {
     std::lock_guard lock(structure->mutex);
+    structure->steady = *shape == structure->last_shape;
+    structure->last_shape = *shape;
     if (auto it = structure->shapes.find(*shape); it != structure->shapes.end()) {
       if (!it->second.graph) {
         cache.counters.during_capture.fetch_add(1, std::memory_order_relaxed);
@@ -264,8 +285,11 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
       structure->shapes[*shape];  // being captured
     }
   }
+  if (graph && graph == bet)
+    return replay(c, *structure, *shape, graph, live, *stream, times, std::move(early));
+  early.reset();  // a lost bet: its outputs are abandoned
   if (graph)
-    return replay(c, *structure, *shape, graph, live, *stream, lift_start);
+    return replay(c, *structure, *shape, graph, live, *stream, times, std::nullopt);
   return plan_then_capture(c, structure, *shape, *stream, std::move(call));
 }
 
@@ -286,6 +310,8 @@ void add_graph_statistics(statistics& s) {
   s.graph_hand_out_ns = counters.hand_out_ns.load();
   s.graph_recordings = counters.recordings.load();
   s.graph_rewrites = counters.rewrites.load();
+  s.graph_early_launches = counters.early_launches.load();
+  s.graph_early_misses = counters.early_misses.load();
   s.backwards_during_capture = counters.during_capture.load();
 }
 

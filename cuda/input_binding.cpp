@@ -22,7 +22,9 @@
 // replays differ from one another copies everything. The live tensors are
 // not used for this: the training thread may be writing to them (an
 // accumulating `.grad`). A bound graph that writes into an input writes
-// into the live tensor, as the stock engine's own call of that op would.
+// into the live tensor, as the stock engine's own call of that op would;
+// one more replay on copies finds such a graph, which is then never
+// launched early (Note [Early launch]).
 // Then the bound inputs' static buffers are freed; the inputs nothing can
 // bind are copied in by one batched launch.
 
@@ -118,6 +120,21 @@ bool backward_graph::binding_holds(bound_inputs& found, const std::vector<bool>&
   return holds;
 }
 
+bool backward_graph::leaves_bound_inputs_alone(c10::cuda::CUDAStream side) {
+  std::vector<at::Tensor> originals, decoys;
+  std::vector<const void*> sources(inputs_.size());
+  for (size_t i = 0; i < inputs_.size(); ++i)
+    if (bound_.bindable(i)) {
+      originals.push_back(inputs_[i]);
+      decoys.push_back(static_copy(inputs_[i]));
+      sources[i] = decoys.back().const_data_ptr();
+    }
+  if (!bound_.bind(exec_, sources))
+    return false;  // the next replay's bind rewrites every node
+  C10_CUDA_CHECK(cudaGraphLaunch(exec_, side.stream()));
+  return bitwise_equal(decoys, originals);
+}
+
 void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level) {
   std::vector<byte_range> buffers(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i) {
@@ -163,6 +180,8 @@ void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level) {
     if (found.empty() || !binding_holds(found, keep, expected, side))
       return copy_all("it reads them other than through its arguments");
   }
+  bound_ = std::move(found);
+  leaves_inputs_alone_ = leaves_bound_inputs_alone(side);
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (keep[i]) {
       bound_bytes_ += buffers[i].bytes;
@@ -172,7 +191,6 @@ void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level) {
   log(level, log_level::debug,
       "a CUDA graph reads " + std::to_string(std::count(keep.begin(), keep.end(), true))
           + " inputs where they live (" + std::to_string(bound_bytes_ >> 20) + " MiB not copied)");
-  bound_ = std::move(found);
 }
 
 } // namespace gradd::cuda

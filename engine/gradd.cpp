@@ -63,6 +63,8 @@ std::vector<std::pair<std::string, uint64_t>> fields(const statistics& s) {
       {"graph_bytes", s.graph_bytes},
       {"graph_bound_bytes", s.graph_bound_bytes},
       {"graph_rewrites", s.graph_rewrites},
+      {"graph_early_launches", s.graph_early_launches},
+      {"graph_early_misses", s.graph_early_misses},
       {"graph_captures", s.graph_captures},
       {"graph_capture_failures", s.graph_capture_failures},
       {"graph_evictions", s.graph_evictions},

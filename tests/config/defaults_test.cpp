@@ -47,8 +47,8 @@ field_map policy_fields(const settings& s) {
   const auto& [on_compile_error, retry_after_ms, on_unsupported, force_eager] = fallback;
   const auto& [enabled] = nan_check;
   const auto& [pipeline, gradient_ready] = passes;
-  const auto& [graphs_enabled, graph_mode, max_graphs, dynamic_after, memory_limit_mb, hand_out] =
-      cuda_graphs;
+  const auto& [graphs_enabled, graph_mode, max_graphs, dynamic_after, memory_limit_mb, hand_out,
+               early_launch] = cuda_graphs;
   const auto& [address, token_file, daemon_timeout_ms, daemon_fallback, daemon_retry_after_ms,
                agreement_timeout_ms, max_clients, max_requests_per_client, max_nodes] = daemon;
   const auto& [level, ir_dump_dir] = logging;
@@ -72,6 +72,7 @@ field_map policy_fields(const settings& s) {
       {"cuda_graphs.dynamic_after", printed(dynamic_after)},
       {"cuda_graphs.memory_limit_mb", printed(memory_limit_mb)},
       {"cuda_graphs.hand_out", printed(hand_out)},
+      {"cuda_graphs.early_launch", printed(early_launch)},
       {"daemon.address", printed(address)},
       {"daemon.token_file", printed(token_file)},
       {"daemon.timeout_ms", printed(daemon_timeout_ms)},
@@ -108,6 +109,7 @@ settings odd_settings() {
   s.cuda_graphs.dynamic_after = 4;
   s.cuda_graphs.memory_limit_mb = 64;
   s.cuda_graphs.hand_out = gradd::grad_hand_out::copy;
+  s.cuda_graphs.early_launch = false;
   s.daemon.address = "127.0.0.1:1";
   s.daemon.token_file = "/tmp/gradd-odd-token";
   s.daemon.timeout_ms = 11;

@@ -36,6 +36,7 @@ cuda_graphs:
   dynamic_after: 4
   memory_limit_mb: 64
   hand_out: copy
+  early_launch: false
 logging:
   level: debug
   ir_dump_dir: /tmp/gradd-ir
@@ -58,6 +59,7 @@ logging:
   CHECK(s.cuda_graphs.dynamic_after == 4);
   CHECK(s.cuda_graphs.memory_limit_mb == 64);
   CHECK(s.cuda_graphs.hand_out == gradd::grad_hand_out::copy);
+  CHECK_FALSE(s.cuda_graphs.early_launch);
   CHECK(s.logging.level == gradd::log_level::debug);
   CHECK(s.logging.ir_dump_dir == "/tmp/gradd-ir");
 }
@@ -99,7 +101,7 @@ TEST_CASE("a bad policy names file, line and key", "[config]") {
        "expected one of borrow, copy, got 'lend'"},
       {"cuda_graphs:\n  enabled: true\n  replay: always\n", 3, "cuda_graphs.replay",
        "unknown key (known in cuda_graphs: enabled, mode, max_graphs, dynamic_after, "
-       "memory_limit_mb, hand_out)"},
+       "memory_limit_mb, hand_out, early_launch)"},
       {"logging:\n  level: loud\n", 2, "logging.level", "error, warning, info, debug"},
       {"logging:\n  ir_dump_dir: [a, b]\n", 2, "logging.ir_dump_dir", "got a sequence"},
       {"compile:\n  mode: sync\n  speed: 3\n", 3, "compile.speed",

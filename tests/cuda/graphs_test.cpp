@@ -5,6 +5,7 @@
 
 #include "engine/grad_check.hpp"
 
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
@@ -39,28 +40,34 @@ struct mlp {
   std::vector<Tensor> weights, biases;
 };
 
+/// Before each step of run_loop: a tensor to hold through that step (which
+/// moves the step's own tensors to other addresses), or none.
+using before_step = std::function<Tensor(size_t step)>;
+
 /// Runs `batches` (one backward each, grads set to None before each) on
 /// the stock engine and then under `policy`; requires bitwise-equal
 /// gradients after every step. Returns gradd's statistics.
-gradd::statistics run_loop(const gradd::settings& policy, const std::vector<int64_t>& batches) {
+gradd::statistics run_loop(const gradd::settings& policy, const std::vector<int64_t>& batches,
+                           const before_step& before = {}) {
   mlp m;
   auto params = m.parameters();
+  auto step = [&](size_t i) {
+    gradd::test::clear_grads(params);
+    auto held = before ? before(i) : Tensor();
+    m.loss(batches[i], static_cast<int64_t>(i)).backward();
+    return gradd::test::grads_of(params);
+  };
   std::vector<std::vector<Tensor>> stock;
   {
     gradd::disable_guard off;
-    for (size_t i = 0; i < batches.size(); ++i) {
-      gradd::test::clear_grads(params);
-      m.loss(batches[i], static_cast<int64_t>(i)).backward();
-      stock.push_back(gradd::test::grads_of(params));
-    }
+    for (size_t i = 0; i < batches.size(); ++i)
+      stock.push_back(step(i));
   }
   gradd::reset();
   gradd::enable_guard on{policy};
   for (size_t i = 0; i < batches.size(); ++i) {
     INFO("step " << i << ", batch " << batches[i]);
-    gradd::test::clear_grads(params);
-    m.loss(batches[i], static_cast<int64_t>(i)).backward();
-    require_bitwise_equal(stock[i], gradd::test::grads_of(params));
+    require_bitwise_equal(stock[i], step(i));
     REQUIRE(gradd::wait_for_compiles());
   }
   return gradd::stats();
@@ -93,6 +100,7 @@ TEST_CASE("a shape sweep under each policy", "[cuda][graphs]") {
     CHECK(s.graph_recordings == 3);
     CHECK(s.graph_backwards == 7);
     CHECK(s.graphs == 3);
+    CHECK(s.graph_early_launches == 0);  // no shape twice in a row: no bet
   }
   SECTION("auto: a shape gets a graph once it recurs") {
     auto s = run_loop(policy(gradd::graph_shape_policy::auto_shapes), sweep);
@@ -131,6 +139,59 @@ TEST_CASE("a shape sweep under each policy", "[cuda][graphs]") {
   }
   gradd::reset();
   CHECK(gradd::stats().graphs == 0);
+}
+
+TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch])",
+          "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  auto graphs = policy(gradd::graph_shape_policy::static_shapes);
+  const std::vector<int64_t> steady(10, 16);
+  auto on_cuda = torch::device(torch::kCUDA);
+
+  SECTION("once a replay found its inputs where the last one did, the next ones launch early") {
+    auto s = run_loop(graphs, steady);
+    CHECK(s.graph_backwards == 9);
+    CHECK(s.graph_early_launches >= 5);
+    CHECK(s.graph_early_misses == 0);
+  }
+  SECTION("off by policy") {
+    graphs.cuda_graphs.early_launch = false;
+    auto s = run_loop(graphs, steady);
+    CHECK(s.graph_backwards == 9);
+    CHECK(s.graph_early_launches == 0);
+  }
+  SECTION("inputs that moved: the graph is launched again, gradients bitwise") {
+    // A tensor allocated first takes the block the step's first activation
+    // would have had, and every later one moves.
+    auto s = run_loop(graphs, steady, [&](size_t step) {
+      return step == 6 ? torch::empty({16, 64}, on_cuda) : Tensor();
+    });
+    CHECK(s.graph_early_misses >= 1);
+    CHECK(s.graph_early_launches > s.graph_early_misses);
+  }
+  SECTION("a new shape after a steady run: the bet is abandoned, gradients bitwise") {
+    auto s = run_loop(graphs, {16, 16, 16, 16, 16, 32, 32, 32, 32});
+    CHECK(s.graph_early_misses >= 1);
+    CHECK(s.graph_recordings == 2);
+  }
+  SECTION("no early launch after the allocator freed a segment, until a replay proves it again") {
+    uint64_t before_freeing = 0;
+    uint64_t after_freeing = 0;
+    auto s = run_loop(graphs, steady, [&](size_t step) {
+      if (step == 6) {
+        torch::empty({64 << 20}, on_cuda);  // a segment of its own, free again at once
+        c10::getDeviceAllocator(c10::kCUDA)->emptyCache();
+        before_freeing = gradd::stats().graph_early_launches;
+      }
+      if (step == 7)
+        after_freeing = gradd::stats().graph_early_launches;
+      return Tensor();
+    });
+    CHECK(before_freeing >= 1);
+    CHECK(after_freeing == before_freeing);  // step 6 was not launched early
+    CHECK(s.graph_early_launches > after_freeing);
+  }
 }
 
 TEST_CASE("the training thread does not wait for a capture", "[cuda][graphs]") {
