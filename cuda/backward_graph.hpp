@@ -155,7 +155,7 @@ private:
   void hand_out(leaf_gradient& g, const at::Tensor& variable, grad_hand_out mode);
   void follow_caller(c10::cuda::CUDAStream stream) const;
   void take_back_lent(c10::cuda::CUDAStream stream);
-  bool leaves_bound_inputs_alone(c10::cuda::CUDAStream side);
+  bool reads_stale_harmlessly(c10::cuda::CUDAStream side);
   void note_addresses(const std::vector<at::Tensor>& live, bool moved);
   void bind_inputs(c10::cuda::CUDAStream side, log_level level);
   bool binding_holds(bound_inputs& found, const std::vector<bool>& trial,
@@ -179,8 +179,9 @@ private:
   std::vector<at::Tensor> results_;
   std::mutex replaying_;
   std::optional<at::cuda::CUDAEvent> replayed_;
-  /// Whether a replay writes into none of its bound inputs (Note [Early launch]).
-  bool leaves_inputs_alone_ = true;
+  /// Whether a launch on the last replay's addresses, reused by now, can
+  /// neither fault nor corrupt (Note [Early launch]).
+  bool stale_reads_harmless_ = true;
   /// The device's segment frees when the last replay's addresses were
   /// proven launchable early; nullopt where they were not.
   std::optional<int64_t> launchable_at_frees_;

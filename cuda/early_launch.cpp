@@ -18,10 +18,15 @@
 // A lost bet reads the addresses of the backward before, whose tensors
 // may be gone. Reading memory that is not mapped any more kills the CUDA
 // context; reading memory that now holds something else is harmless when
-// nothing is written there and the outputs are thrown away. So a graph
+// nothing is written there and the outputs are thrown away, but not for an
+// index: a stale one sends a kernel out of bounds or trips its device
+// assert (seen on the H200: convnet's `nll_loss` backward read its targets
+// stale and asserted, which ends the process's CUDA context). So a graph
 // launches early only if
-// - no replay writes into a bound input (checked once, at capture, by a
-//   replay on copies; its own static buffers and pool it may write);
+// - no bound input is an integer (floating, complex and boolean ones are
+//   read as data, not as addresses) and no replay writes into one
+//   (checked once, at capture, by a replay on copies; its own static
+//   buffers and pool it may write);
 // - it copies no input: a copy needs the live addresses, which only the
 //   lift knows;
 // - at its last replay no input had moved, and every address it read lay
@@ -92,7 +97,7 @@ backward_graph::launch_early(c10::cuda::CUDAStream stream) {
 
 void backward_graph::note_addresses(const std::vector<at::Tensor>& live, bool moved) {
   launchable_at_frees_.reset();
-  if (moved || !leaves_inputs_alone_ || !allocator_counts_frees())
+  if (moved || !stale_reads_harmless_ || !allocator_counts_frees())
     return;
   for (size_t i = 0; i < live.size(); ++i)
     if (live[i].defined() && (borrowed_[i] || inputs_[i].is_meta())

@@ -24,7 +24,7 @@
 // accumulating `.grad`). A bound graph that writes into an input writes
 // into the live tensor, as the stock engine's own call of that op would;
 // one more replay on copies finds such a graph, which is then never
-// launched early (Note [Early launch]).
+// launched early (Note [Early launch]), as one that binds an integer is not.
 // Then the bound inputs' static buffers are freed; the inputs nothing can
 // bind are copied in by one batched launch.
 
@@ -120,11 +120,13 @@ bool backward_graph::binding_holds(bound_inputs& found, const std::vector<bool>&
   return holds;
 }
 
-bool backward_graph::leaves_bound_inputs_alone(c10::cuda::CUDAStream side) {
+bool backward_graph::reads_stale_harmlessly(c10::cuda::CUDAStream side) {
   std::vector<at::Tensor> originals, decoys;
   std::vector<const void*> sources(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (bound_.bindable(i)) {
+      if (at::isIntegralType(inputs_[i].scalar_type(), /*includeBool=*/false))
+        return false;  // an index read stale sends a kernel out of bounds
       originals.push_back(inputs_[i]);
       decoys.push_back(static_copy(inputs_[i]));
       sources[i] = decoys.back().const_data_ptr();
@@ -181,7 +183,7 @@ void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level) {
       return copy_all("it reads them other than through its arguments");
   }
   bound_ = std::move(found);
-  leaves_inputs_alone_ = leaves_bound_inputs_alone(side);
+  stale_reads_harmless_ = reads_stale_harmlessly(side);
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (keep[i]) {
       bound_bytes_ += buffers[i].bytes;

@@ -192,6 +192,22 @@ TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch]
     CHECK(after_freeing == before_freeing);  // step 6 was not launched early
     CHECK(s.graph_early_launches > after_freeing);
   }
+  SECTION("a graph that reads an index where it lives never launches early") {
+    auto w = (torch::randn({64, 64}, on_cuda) * 0.1).requires_grad_();
+    gradd::reset();
+    gradd::enable_guard on{graphs};
+    for (int step = 0; step < 8; ++step) {
+      auto x = torch::randn({16, 64}, on_cuda);
+      auto targets = torch::randint(1, 64, {16}, torch::dtype(torch::kLong).device(torch::kCUDA));
+      w.mutable_grad() = Tensor();
+      torch::nll_loss(torch::log_softmax(torch::mm(x, w), 1), targets).backward();
+      REQUIRE(gradd::wait_for_compiles());
+    }
+    auto s = gradd::stats();
+    CHECK(s.graph_backwards == 7);
+    CHECK(s.graph_bound_bytes >= 16 * 8);  // the targets among them (not zeros)
+    CHECK(s.graph_early_launches == 0);
+  }
 }
 
 TEST_CASE("the training thread does not wait for a capture", "[cuda][graphs]") {
