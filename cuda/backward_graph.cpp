@@ -310,6 +310,7 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
   if (!replaying)
     return std::nullopt;
   auto start = std::chrono::steady_clock::now();
+  launchable_at_frees_.reset();  // until this replay's addresses are noted
   c10::cuda::CUDAGuard device(stream.device_index());
   if (!early) {
     follow_caller(stream);

@@ -153,9 +153,12 @@ private:
 
   backward_graph() = default;
   void hand_out(leaf_gradient& g, const at::Tensor& variable, grad_hand_out mode);
+  /// Orders `stream` after the calling thread's current stream.
   void follow_caller(c10::cuda::CUDAStream stream) const;
   void take_back_lent(c10::cuda::CUDAStream stream);
+  /// At capture: no bound input is an integer or written by a replay.
   bool reads_stale_harmlessly(c10::cuda::CUDAStream side);
+  /// After a replay of `live`: whether the next may launch before its lift.
   void note_addresses(const std::vector<at::Tensor>& live, bool moved);
   void bind_inputs(c10::cuda::CUDAStream side, log_level level);
   bool binding_holds(bound_inputs& found, const std::vector<bool>& trial,

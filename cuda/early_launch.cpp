@@ -96,7 +96,6 @@ backward_graph::launch_early(c10::cuda::CUDAStream stream) {
 }
 
 void backward_graph::note_addresses(const std::vector<at::Tensor>& live, bool moved) {
-  launchable_at_frees_.reset();
   if (moved || !stale_reads_harmless_ || !allocator_counts_frees())
     return;
   for (size_t i = 0; i < live.size(); ++i)
