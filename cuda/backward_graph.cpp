@@ -334,8 +334,11 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
   size_t rewritten = 0;
   if (binds) {
     auto rewrites = bound_.bind(exec_, sources);
-    if (!rewrites)
-      return std::nullopt;  // the plan serves this backward; the next bind rewrites all
+    if (!rewrites) {  // the plan serves this backward; the next bind rewrites all
+      if (early)
+        counters.early_misses.fetch_add(1, std::memory_order_relaxed);
+      return std::nullopt;
+    }
     rewritten = *rewrites;
     counters.rewrites.fetch_add(rewritten, std::memory_order_relaxed);
   }

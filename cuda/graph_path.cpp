@@ -285,11 +285,10 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
       structure->shapes[*shape];  // being captured
     }
   }
-  if (graph && graph == bet)
-    return replay(c, *structure, *shape, graph, live, *stream, times, std::move(early));
-  early.reset();  // a lost bet: its outputs are abandoned
+  if (graph != bet)
+    early.reset();  // a lost bet: its outputs are abandoned
   if (graph)
-    return replay(c, *structure, *shape, graph, live, *stream, times, std::nullopt);
+    return replay(c, *structure, *shape, graph, live, *stream, times, std::move(early));
   return plan_then_capture(c, structure, *shape, *stream, std::move(call));
 }
 
