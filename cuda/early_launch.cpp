@@ -69,11 +69,6 @@ int64_t segment_frees(c10::DeviceIndex device) {
   return allocator::getDeviceStats(device).num_device_free;
 }
 
-/// Whether `t`'s memory came from the CUDA caching allocator.
-bool from_caching_allocator(const at::Tensor& t) {
-  return t.storage().data_ptr().get_deleter() == allocator::get()->raw_deleter();
-}
-
 } // namespace
 
 backward_graph::early_launch::~early_launch() {
@@ -98,9 +93,11 @@ backward_graph::launch_early(c10::cuda::CUDAStream stream) {
 void backward_graph::note_addresses(const std::vector<at::Tensor>& live, bool moved) {
   if (moved || !stale_reads_harmless_ || !allocator_counts_frees())
     return;
+  // Memory of the caching allocator carries its deleter.
+  auto caching = allocator::get()->raw_deleter();
   for (size_t i = 0; i < live.size(); ++i)
     if (live[i].defined() && (borrowed_[i] || inputs_[i].is_meta())
-        && !from_caching_allocator(live[i]))
+        && live[i].storage().data_ptr().get_deleter() != caching)
       return;
   launchable_at_frees_ = segment_frees(device_);
 }

@@ -3,90 +3,18 @@
 // gradients], cuda/backward_graph.cpp). Gradients are compared bitwise with
 // a stock-engine run of the same loop.
 
-#include "engine/grad_check.hpp"
+#include "cuda/graph_loop.hpp"
 
-#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
-namespace {
-
+using gradd::test::have_cuda;
+using gradd::test::mlp;
+using gradd::test::policy;
 using gradd::test::require_bitwise_equal;
+using gradd::test::run_loop;
 using torch::Tensor;
-
-/// A small MLP on CUDA whose batch size is a parameter of each step.
-struct mlp {
-  mlp() {
-    torch::manual_seed(5);
-    auto on = torch::dtype(torch::kFloat32).device(torch::kCUDA);
-    for (int i = 0; i < 3; ++i) {
-      weights.push_back((torch::randn({64, 64}, on) * 0.1).requires_grad_());
-      biases.push_back(torch::zeros({64}, on).requires_grad_());
-    }
-  }
-  std::vector<Tensor> parameters() const {
-    auto all = weights;
-    all.insert(all.end(), biases.begin(), biases.end());
-    return all;
-  }
-  Tensor loss(int64_t batch, int64_t step) const {
-    auto x = torch::sin(torch::arange(batch * 64, torch::dtype(torch::kFloat32).device(torch::kCUDA))
-                            .reshape({batch, 64}) * (0.01 * (step + 1)));
-    for (size_t i = 0; i < weights.size(); ++i)
-      x = torch::gelu(torch::addmm(biases[i], x, weights[i]));
-    return x.square().mean();
-  }
-  std::vector<Tensor> weights, biases;
-};
-
-/// Before each step of run_loop: a tensor to hold through that step (which
-/// moves the step's own tensors to other addresses), or none.
-using before_step = std::function<Tensor(size_t step)>;
-
-/// Runs `batches` (one backward each, grads set to None before each) on
-/// the stock engine and then under `policy`; requires bitwise-equal
-/// gradients after every step. Returns gradd's statistics.
-gradd::statistics run_loop(const gradd::settings& policy, const std::vector<int64_t>& batches,
-                           const before_step& before = {}) {
-  mlp m;
-  auto params = m.parameters();
-  auto step = [&](size_t i) {
-    gradd::test::clear_grads(params);
-    auto held = before ? before(i) : Tensor();
-    m.loss(batches[i], static_cast<int64_t>(i)).backward();
-    return gradd::test::grads_of(params);
-  };
-  std::vector<std::vector<Tensor>> stock;
-  {
-    gradd::disable_guard off;
-    for (size_t i = 0; i < batches.size(); ++i)
-      stock.push_back(step(i));
-  }
-  gradd::reset();
-  gradd::enable_guard on{policy};
-  for (size_t i = 0; i < batches.size(); ++i) {
-    INFO("step " << i << ", batch " << batches[i]);
-    require_bitwise_equal(stock[i], step(i));
-    REQUIRE(gradd::wait_for_compiles());
-  }
-  return gradd::stats();
-}
-
-gradd::settings policy(gradd::graph_shape_policy mode) {
-  auto s = gradd::test::graph_settings();
-  s.cuda_graphs.mode = mode;
-  return s;
-}
-
-bool have_cuda() {
-  if (torch::cuda::is_available())
-    return true;
-  WARN("CUDA not available: CUDA graph case skipped");
-  return false;
-}
-
-} // namespace
 
 TEST_CASE("a shape sweep under each policy", "[cuda][graphs]") {
   if (!have_cuda())
@@ -139,75 +67,6 @@ TEST_CASE("a shape sweep under each policy", "[cuda][graphs]") {
   }
   gradd::reset();
   CHECK(gradd::stats().graphs == 0);
-}
-
-TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch])",
-          "[cuda][graphs]") {
-  if (!have_cuda())
-    return;
-  auto graphs = policy(gradd::graph_shape_policy::static_shapes);
-  const std::vector<int64_t> steady(10, 16);
-  auto on_cuda = torch::device(torch::kCUDA);
-
-  SECTION("once a replay found its inputs where the last one did, the next ones launch early") {
-    auto s = run_loop(graphs, steady);
-    CHECK(s.graph_backwards == 9);
-    CHECK(s.graph_early_launches >= 5);
-    CHECK(s.graph_early_misses == 0);
-  }
-  SECTION("off by policy") {
-    graphs.cuda_graphs.early_launch = false;
-    auto s = run_loop(graphs, steady);
-    CHECK(s.graph_backwards == 9);
-    CHECK(s.graph_early_launches == 0);
-  }
-  SECTION("inputs that moved: the graph is launched again, gradients bitwise") {
-    // A tensor allocated first takes the block the step's first activation
-    // would have had, and every later one moves.
-    auto s = run_loop(graphs, steady, [&](size_t step) {
-      return step == 6 ? torch::empty({16, 64}, on_cuda) : Tensor();
-    });
-    CHECK(s.graph_early_misses >= 1);
-    CHECK(s.graph_early_launches > s.graph_early_misses);
-  }
-  SECTION("a new shape after a steady run: the bet is abandoned, gradients bitwise") {
-    auto s = run_loop(graphs, {16, 16, 16, 16, 16, 32, 32, 32, 32});
-    CHECK(s.graph_early_misses >= 1);
-    CHECK(s.graph_recordings == 2);
-  }
-  SECTION("no early launch after the allocator freed a segment, until a replay proves it again") {
-    uint64_t before_freeing = 0;
-    uint64_t after_freeing = 0;
-    auto s = run_loop(graphs, steady, [&](size_t step) {
-      if (step == 6) {
-        torch::empty({64 << 20}, on_cuda);  // a segment of its own, free again at once
-        c10::getDeviceAllocator(c10::kCUDA)->emptyCache();
-        before_freeing = gradd::stats().graph_early_launches;
-      }
-      if (step == 7)
-        after_freeing = gradd::stats().graph_early_launches;
-      return Tensor();
-    });
-    CHECK(before_freeing >= 1);
-    CHECK(after_freeing == before_freeing);  // step 6 was not launched early
-    CHECK(s.graph_early_launches > after_freeing);
-  }
-  SECTION("a graph that reads an index where it lives never launches early") {
-    auto w = (torch::randn({64, 64}, on_cuda) * 0.1).requires_grad_();
-    gradd::reset();
-    gradd::enable_guard on{graphs};
-    for (int step = 0; step < 8; ++step) {
-      auto x = torch::randn({16, 64}, on_cuda);
-      auto targets = torch::randint(1, 64, {16}, torch::dtype(torch::kLong).device(torch::kCUDA));
-      w.mutable_grad() = Tensor();
-      torch::nll_loss(torch::log_softmax(torch::mm(x, w), 1), targets).backward();
-      REQUIRE(gradd::wait_for_compiles());
-    }
-    auto s = gradd::stats();
-    CHECK(s.graph_backwards == 7);
-    CHECK(s.graph_bound_bytes >= 16 * 8);  // the targets among them (not zeros)
-    CHECK(s.graph_early_launches == 0);
-  }
 }
 
 TEST_CASE("the training thread does not wait for a capture", "[cuda][graphs]") {

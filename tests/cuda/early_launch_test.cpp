@@ -1,0 +1,81 @@
+// Note [Early launch] (cuda/early_launch.cpp): when a graph launches
+// before its backward's lift, and that a lost bet never shows in the
+// gradients, compared bitwise with a stock-engine run of the same loop.
+
+#include "cuda/graph_loop.hpp"
+
+#include <c10/core/CachingDeviceAllocator.h>
+
+using gradd::test::have_cuda;
+using gradd::test::policy;
+using gradd::test::run_loop;
+using torch::Tensor;
+
+TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch])",
+          "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  auto graphs = policy(gradd::graph_shape_policy::static_shapes);
+  const std::vector<int64_t> steady(10, 16);
+  auto on_cuda = torch::device(torch::kCUDA);
+
+  SECTION("once a replay found its inputs where the last one did, the next ones launch early") {
+    auto s = run_loop(graphs, steady);
+    CHECK(s.graph_backwards == 9);
+    CHECK(s.graph_early_launches >= 5);
+    CHECK(s.graph_early_misses == 0);
+  }
+  SECTION("off by policy") {
+    graphs.cuda_graphs.early_launch = false;
+    auto s = run_loop(graphs, steady);
+    CHECK(s.graph_backwards == 9);
+    CHECK(s.graph_early_launches == 0);
+  }
+  SECTION("inputs that moved: the graph is launched again, gradients bitwise") {
+    // A tensor allocated first takes the block the step's first activation
+    // would have had, and every later one moves.
+    auto s = run_loop(graphs, steady, [&](size_t step) {
+      return step == 6 ? torch::empty({16, 64}, on_cuda) : Tensor();
+    });
+    CHECK(s.graph_early_misses >= 1);
+    CHECK(s.graph_early_launches > s.graph_early_misses);
+  }
+  SECTION("a new shape after a steady run: the bet is abandoned, gradients bitwise") {
+    auto s = run_loop(graphs, {16, 16, 16, 16, 16, 32, 32, 32, 32});
+    CHECK(s.graph_early_misses >= 1);
+    CHECK(s.graph_recordings == 2);
+  }
+  SECTION("no early launch after the allocator freed a segment, until a replay proves it again") {
+    uint64_t before_freeing = 0;
+    uint64_t after_freeing = 0;
+    auto s = run_loop(graphs, steady, [&](size_t step) {
+      if (step == 6) {
+        torch::empty({64 << 20}, on_cuda);  // a segment of its own, free again at once
+        c10::getDeviceAllocator(c10::kCUDA)->emptyCache();
+        before_freeing = gradd::stats().graph_early_launches;
+      }
+      if (step == 7)
+        after_freeing = gradd::stats().graph_early_launches;
+      return Tensor();
+    });
+    CHECK(before_freeing >= 1);
+    CHECK(after_freeing == before_freeing);  // step 6 was not launched early
+    CHECK(s.graph_early_launches > after_freeing);
+  }
+  SECTION("a graph that reads an index where it lives never launches early") {
+    auto w = (torch::randn({64, 64}, on_cuda) * 0.1).requires_grad_();
+    gradd::reset();
+    gradd::enable_guard on{graphs};
+    for (int step = 0; step < 8; ++step) {
+      auto x = torch::randn({16, 64}, on_cuda);
+      auto targets = torch::randint(1, 64, {16}, torch::dtype(torch::kLong).device(torch::kCUDA));
+      w.mutable_grad() = Tensor();
+      torch::nll_loss(torch::log_softmax(torch::mm(x, w), 1), targets).backward();
+      REQUIRE(gradd::wait_for_compiles());
+    }
+    auto s = gradd::stats();
+    CHECK(s.graph_backwards == 7);
+    CHECK(s.graph_bound_bytes >= 16 * 8);  // the targets among them (not zeros)
+    CHECK(s.graph_early_launches == 0);
+  }
+}

@@ -1,0 +1,85 @@
+#pragma once
+
+// A CUDA training loop run on the stock engine and then under a CUDA-graph
+// policy, gradients compared bitwise after every step: what the [cuda]
+// graph cases share.
+
+#include "engine/grad_check.hpp"
+
+#include <functional>
+#include <vector>
+
+namespace gradd::test {
+
+/// A small MLP on CUDA whose batch size is a parameter of each step.
+struct mlp {
+  mlp() {
+    torch::manual_seed(5);
+    auto on = torch::dtype(torch::kFloat32).device(torch::kCUDA);
+    for (int i = 0; i < 3; ++i) {
+      weights.push_back((torch::randn({64, 64}, on) * 0.1).requires_grad_());
+      biases.push_back(torch::zeros({64}, on).requires_grad_());
+    }
+  }
+  std::vector<torch::Tensor> parameters() const {
+    auto all = weights;
+    all.insert(all.end(), biases.begin(), biases.end());
+    return all;
+  }
+  torch::Tensor loss(int64_t batch, int64_t step) const {
+    auto x = torch::sin(torch::arange(batch * 64, torch::dtype(torch::kFloat32).device(torch::kCUDA))
+                            .reshape({batch, 64}) * (0.01 * (step + 1)));
+    for (size_t i = 0; i < weights.size(); ++i)
+      x = torch::gelu(torch::addmm(biases[i], x, weights[i]));
+    return x.square().mean();
+  }
+  std::vector<torch::Tensor> weights, biases;
+};
+
+/// Before each step of run_loop: a tensor to hold through that step (which
+/// moves the step's own tensors to other addresses), or none.
+using before_step = std::function<torch::Tensor(size_t step)>;
+
+/// Runs `batches` (one backward each, grads set to None before each) on
+/// the stock engine and then under `policy`; requires bitwise-equal
+/// gradients after every step. Returns gradd's statistics.
+inline gradd::statistics run_loop(const gradd::settings& policy, const std::vector<int64_t>& batches,
+                           const before_step& before = {}) {
+  mlp m;
+  auto params = m.parameters();
+  auto step = [&](size_t i) {
+    clear_grads(params);
+    auto held = before ? before(i) : torch::Tensor();
+    m.loss(batches[i], static_cast<int64_t>(i)).backward();
+    return grads_of(params);
+  };
+  std::vector<std::vector<torch::Tensor>> stock;
+  {
+    gradd::disable_guard off;
+    for (size_t i = 0; i < batches.size(); ++i)
+      stock.push_back(step(i));
+  }
+  gradd::reset();
+  gradd::enable_guard on{policy};
+  for (size_t i = 0; i < batches.size(); ++i) {
+    INFO("step " << i << ", batch " << batches[i]);
+    require_bitwise_equal(stock[i], step(i));
+    REQUIRE(gradd::wait_for_compiles());
+  }
+  return gradd::stats();
+}
+
+inline gradd::settings policy(gradd::graph_shape_policy mode) {
+  auto s = graph_settings();
+  s.cuda_graphs.mode = mode;
+  return s;
+}
+
+inline bool have_cuda() {
+  if (torch::cuda::is_available())
+    return true;
+  WARN("CUDA not available: CUDA graph case skipped");
+  return false;
+}
+
+} // namespace gradd::test
