@@ -36,6 +36,7 @@
 #include <c10/core/GradMode.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/util/ScopeExit.h>
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/autograd/utils/grad_layout_contract.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
@@ -111,12 +112,12 @@ public:
   stream_capture(const stream_capture&) = delete;
   stream_capture& operator=(const stream_capture&) = delete;
 
-  /// Ends the capture and instantiates what it captured into `exec`,
-  /// handing the graph to the caller in `graph`.
-  void instantiate(cudaGraph_t& graph, cudaGraphExec_t& exec) {
+  /// Ends the capture and hands what it captured to the caller.
+  cudaGraph_t end() {
     capturing_ = false;
+    cudaGraph_t graph = nullptr;
     C10_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-    C10_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    return graph;
   }
 
 private:
@@ -126,6 +127,24 @@ private:
   c10::CaptureId_t id_ = 0;
   bool capturing_ = true;
 };
+
+/// A recording captured into a CUDA graph, and the outputs the capture
+/// left in its pool.
+struct captured_program {
+  cudaGraph_t graph = nullptr;
+  functional::program_outputs outputs;
+};
+
+/// Captures `recording` run on `inputs` into the private pool `pool`.
+captured_program capture_program(const functional::recording& recording,
+                                 const std::vector<torch::autograd::Node*>& nodes,
+                                 const std::vector<at::Tensor>& inputs,
+                                 const functional::interpret_options& options,
+                                 c10::MempoolId_t pool, c10::cuda::CUDAStream side) {
+  stream_capture capture(side.device_index(), pool, side.stream());
+  auto outputs = functional::interpret(recording, nodes, inputs, options);
+  return {capture.end(), std::move(outputs)};
+}
 
 } // namespace
 
@@ -164,12 +183,10 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
 
   g->device_ = side.device_index();
   g->pool_ = at::cuda::graph_pool_handle();
-  functional::program_outputs outputs;
-  {
-    stream_capture capture(g->device_, g->pool_, side.stream());
-    outputs = functional::interpret(recording, request.backward.walk.nodes, g->inputs_, options);
-    capture.instantiate(g->graph_, g->exec_);
-  }
+  const auto& nodes = request.backward.walk.nodes;
+  auto [graph, outputs] = capture_program(recording, nodes, g->inputs_, options, g->pool_, side);
+  g->graph_ = graph;
+  C10_CUDA_CHECK(cudaGraphInstantiate(&g->exec_, g->graph_, 0));
 
   // Which outputs are handed out alone (Note [Lent gradients]): the stock
   // engine steals a gradient tensor that nothing else holds.
@@ -199,7 +216,14 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
     g->leaves_.push_back(std::move(out));
   }
   g->results_ = std::move(outputs.results);
-  g->bind_inputs(side, request.level);
+  // The twin of Note [Bound inputs], in a pool of its own that goes with it.
+  g->bind_inputs(side, request.level, [&](const std::vector<at::Tensor>& inputs) {
+    auto scratch = at::cuda::graph_pool_handle();
+    auto release = c10::make_scope_exit(
+        [&] { c10::cuda::CUDACachingAllocator::releasePool(g->device_, scratch); });
+    return graph_handle(capture_program(recording, nodes, inputs, options, scratch, side).graph,
+                        &cudaGraphDestroy);
+  });
 
   g->bytes_ = pool_bytes(g->pool_);
   for (size_t i = 0; i < g->inputs_.size(); ++i)

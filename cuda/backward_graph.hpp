@@ -21,6 +21,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/autograd/function.h>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -156,13 +157,18 @@ private:
   /// Orders `stream` after the calling thread's current stream.
   void follow_caller(c10::cuda::CUDAStream stream) const;
   void take_back_lent(c10::cuda::CUDAStream stream);
-  /// At capture: no bound input is an integer or written by a replay.
-  bool reads_stale_harmlessly(c10::cuda::CUDAStream side);
+  /// At capture: no bound input is an integer or written by a replay (one
+  /// on `twins`, copies of the static buffers).
+  bool reads_stale_harmlessly(const std::vector<at::Tensor>& twins, c10::cuda::CUDAStream side);
   /// After a replay of `live`: whether the next may launch before its lift.
   void note_addresses(const std::vector<at::Tensor>& live, bool moved);
-  void bind_inputs(c10::cuda::CUDAStream side, log_level level);
+  using graph_handle = std::unique_ptr<CUgraph_st, cudaError_t (*)(cudaGraph_t)>;
+  /// The recording captured again on other inputs, not instantiated.
+  using twin_capture = std::function<graph_handle(const std::vector<at::Tensor>& inputs)>;
+  void bind_inputs(c10::cuda::CUDAStream side, log_level level, const twin_capture& capture_twin);
   bool binding_holds(bound_inputs& found, const std::vector<bool>& trial,
-                     const std::vector<at::Tensor>& expected, c10::cuda::CUDAStream side);
+                     const std::vector<at::Tensor>& twins, const std::vector<at::Tensor>& expected,
+                     c10::cuda::CUDAStream side);
   std::vector<at::Tensor> outputs_now() const;
 
   c10::DeviceIndex device_ = 0;

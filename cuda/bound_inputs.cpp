@@ -1,15 +1,34 @@
-// Finding and rewriting the pointers a CUDA graph holds into its inputs'
-// static buffers (see bound_inputs.hpp).
+// Finding and rewriting the pointers a CUDA graph holds derived from its
+// inputs' static buffers (see bound_inputs.hpp).
 //
 // A kernel node's arguments are bytes whose layout only the kernel knows; the
 // driver tells each argument's offset and size (cuFuncGetParamInfo), and a
-// pointer lies 8-byte aligned inside one (alone, or in a struct passed by
-// value such as TensorIterator's pointer arrays or cuBLAS's parameter
-// blocks). A word that falls inside a static buffer is taken for a pointer
-// into it: device addresses are not values an index or size takes. What a
-// graph reads some other way (a pointer table in device memory) is not seen
-// here, which is why backward_graph checks a binding by a replay with the
-// static buffers poisoned before it keeps it.
+// pointer lies 4- or 8-byte aligned inside one (alone, or in a struct passed
+// by value such as TensorIterator's pointer arrays or cuBLAS's parameter
+// blocks). Which words are pointers, and to which input, shows by comparing
+// the graph with its twin: a word that moved by exactly the distance input
+// i's buffer moved, and points no further from that buffer than its own
+// length, is derived from input i, wherever it points. Words that did not
+// move are no pointers to a candidate; words that moved otherwise point into
+// the capture's own pool. Each candidate's twin buffer lies an odd multiple
+// of 256 bytes into its allocation, so its move cannot equal that of a pool
+// allocation (a multiple of 512 bytes); two candidates that moved alike are
+// not bound.
+//
+// Both conditions came from the H200. Reading where words point instead
+// (the first version) faulted in ~1 of 4 captures of resnet18 with an
+// illegal memory access in a trial replay, and not at all (20 runs of 20)
+// once every static buffer had 2 MiB of unused memory around it: a word
+// pointing outside its own buffer (as a base moved back by a padding
+// would) was taken for a pointer into the buffer the allocator had placed
+// beside it. The length bound keeps out a word of a cuDNN kernel whose low
+// half is a pointer's low half and whose high half is something else: it
+// moves as the pointer does wherever the move is below 4 GiB, and
+// rewriting it as a pointer changed its high half and the gradients.
+//
+// What a graph reads some other way (a pointer table in device memory) is
+// not seen here, which is why backward_graph checks a binding by a replay
+// with the static buffers poisoned before it keeps it.
 
 #include "cuda/bound_inputs.hpp"
 
@@ -21,6 +40,7 @@
 #include <cstring>
 #include <optional>
 #include <type_traits>
+#include <unordered_map>
 
 namespace gradd::cuda {
 
@@ -61,41 +81,43 @@ const driver_calls& driver() {
   return calls;
 }
 
-/// Static buffers sorted by address, to find the one a word points into.
-class buffer_index {
+/// The inputs by how far their buffer moved from the graph to its twin.
+class shift_index {
 public:
-  explicit buffer_index(const std::vector<byte_range>& buffers) {
+  explicit shift_index(const std::vector<twin_buffers>& buffers) : unique_(buffers.size()) {
+    std::unordered_map<uintptr_t, size_t> count;
+    for (const auto& b : buffers)
+      if (b.in_graph)
+        ++count[shift_of(b)];
     for (size_t i = 0; i < buffers.size(); ++i)
-      if (buffers[i].bytes)
-        sorted_.push_back({reinterpret_cast<uintptr_t>(buffers[i].base), buffers[i].bytes,
-                           static_cast<uint32_t>(i)});
-    std::sort(sorted_.begin(), sorted_.end(),
-              [](const entry& a, const entry& b) { return a.base < b.base; });
+      if (buffers[i].in_graph && count[shift_of(buffers[i])] == 1) {
+        inputs_.emplace(shift_of(buffers[i]), static_cast<uint32_t>(i));
+        unique_[i] = true;
+      }
   }
 
-  /// The input whose buffer holds `address`, and the offset there.
-  std::optional<std::pair<uint32_t, uintptr_t>> find(uintptr_t address) const {
-    auto it = std::upper_bound(sorted_.begin(), sorted_.end(), address,
-                               [](uintptr_t a, const entry& e) { return a < e.base; });
-    if (it == sorted_.begin())
+  /// The input whose buffer moved by `shift`, if exactly one did.
+  std::optional<uint32_t> find(uintptr_t shift) const {
+    auto it = inputs_.find(shift);
+    if (it == inputs_.end())
       return std::nullopt;
-    --it;
-    if (address - it->base >= it->bytes)
-      return std::nullopt;
-    return std::pair{it->input, address - it->base};
+    return it->second;
   }
+
+  /// Whether input i is a candidate no other moved alike.
+  bool unique(size_t input) const { return unique_[input]; }
 
 private:
-  struct entry {
-    uintptr_t base;
-    size_t bytes;
-    uint32_t input;
-  };
-  std::vector<entry> sorted_;
+  static uintptr_t shift_of(const twin_buffers& b) {
+    return reinterpret_cast<uintptr_t>(b.in_twin) - reinterpret_cast<uintptr_t>(b.in_graph);
+  }
+  std::unordered_map<uintptr_t, uint32_t> inputs_;
+  std::vector<bool> unique_;
 };
 
-/// One pointer into an input: where it lies in the node's arguments, and
-/// its offset from the input's first byte.
+/// One pointer derived from an input: where it lies in the node's
+/// arguments, and its offset from the input's first byte (modulo 2^64: it
+/// may point before it).
 struct pointer_slot {
   size_t at = 0;
   uint32_t input = 0;
@@ -126,7 +148,33 @@ bound_inputs::~bound_inputs() = default;
 bound_inputs::bound_inputs(bound_inputs&&) noexcept = default;
 bound_inputs& bound_inputs::operator=(bound_inputs&&) noexcept = default;
 
-bound_inputs bound_inputs::find(cudaGraph_t graph, const std::vector<byte_range>& buffers) {
+namespace {
+
+std::vector<cudaGraphNode_t> nodes_of(cudaGraph_t graph) {
+  size_t count = 0;
+  C10_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  C10_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+  return nodes;
+}
+
+/// Each argument's offset and size in a kernel's parameter buffer.
+std::vector<std::pair<size_t, size_t>> argument_layout(const CUDA_KERNEL_NODE_PARAMS& kernel) {
+  std::vector<std::pair<size_t, size_t>> layout;
+  for (size_t i = 0;; ++i) {
+    size_t offset = 0, size = 0;
+    auto status = kernel.func ? driver().function_argument(kernel.func, i, &offset, &size)
+                              : driver().kernel_argument(kernel.kern, i, &offset, &size);
+    if (status != CUDA_SUCCESS)
+      return layout;
+    layout.emplace_back(offset, size);
+  }
+}
+
+} // namespace
+
+bound_inputs bound_inputs::find(cudaGraph_t graph, cudaGraph_t twin,
+                                const std::vector<twin_buffers>& buffers) {
   bound_inputs found;
   found.kept_.assign(buffers.size(), false);
   auto refuse = [&found](std::string why) {
@@ -139,46 +187,67 @@ bound_inputs bound_inputs::find(cudaGraph_t graph, const std::vector<byte_range>
   if (!calls.complete())
     return refuse("the CUDA driver lacks cuFuncGetParamInfo (CUDA 12.4)");
 
-  buffer_index index(buffers);
+  shift_index moved_by(buffers);
   std::vector<bool> written(buffers.size(), false);
-  size_t count = 0;
-  C10_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
-  std::vector<cudaGraphNode_t> nodes(count);
-  C10_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+  // The slot of a word that moved as an input did; its offset from that input.
+  auto derived = [&](uintptr_t in_graph, uintptr_t in_twin) -> std::optional<pointer_slot> {
+    if (in_graph == in_twin)
+      return std::nullopt;
+    auto input = moved_by.find(in_twin - in_graph);
+    if (!input)
+      return std::nullopt;
+    const auto& buffer = buffers[*input];
+    auto offset = in_graph - reinterpret_cast<uintptr_t>(buffer.in_graph);
+    // Within [-bytes, 2 bytes) of the buffer's first byte, as a signed distance.
+    if (offset + buffer.bytes >= 3 * buffer.bytes)
+      return std::nullopt;
+    return pointer_slot{0, *input, offset};
+  };
+  auto nodes = nodes_of(graph), twins = nodes_of(twin);
+  if (nodes.size() != twins.size())
+    return refuse("its two captures differ in their number of nodes");
 
-  for (auto node : nodes) {
-    cudaGraphNodeType type{};
-    C10_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    cudaGraphNodeType type{}, twin_type{};
+    C10_CUDA_CHECK(cudaGraphNodeGetType(nodes[n], &type));
+    C10_CUDA_CHECK(cudaGraphNodeGetType(twins[n], &twin_type));
+    if (type != twin_type)
+      return refuse("its two captures differ in a node's kind");
     auto arguments = std::make_unique<node_arguments>();
-    arguments->node = node;
+    arguments->node = nodes[n];
     switch (type) {
       case cudaGraphNodeTypeKernel: {
         auto& kernel = arguments->kernel;
-        if (calls.node_arguments(node, &kernel) != CUDA_SUCCESS)
+        CUDA_KERNEL_NODE_PARAMS twin_kernel{};
+        if (calls.node_arguments(nodes[n], &kernel) != CUDA_SUCCESS
+            || calls.node_arguments(twins[n], &twin_kernel) != CUDA_SUCCESS)
           return refuse("a kernel node's arguments cannot be read");
-        std::vector<std::pair<size_t, size_t>> layout;  // offset, size of each argument
-        for (size_t i = 0;; ++i) {
-          size_t offset = 0, size = 0;
-          auto status = kernel.func ? calls.function_argument(kernel.func, i, &offset, &size)
-                                    : calls.kernel_argument(kernel.kern, i, &offset, &size);
-          if (status != CUDA_SUCCESS)
-            break;
-          layout.emplace_back(offset, size);
-        }
-        if (!layout.empty() && !kernel.kernelParams)
+        if (kernel.func != twin_kernel.func || kernel.kern != twin_kernel.kern)
+          return refuse("its two captures differ in a kernel");
+        auto layout = argument_layout(kernel);
+        if (!layout.empty() && (!kernel.kernelParams || !twin_kernel.kernelParams))
           return refuse("a kernel takes its arguments as one opaque buffer");
         size_t end = 0;
         for (auto [offset, size] : layout)
           end = std::max(end, offset + size);
         arguments->values.resize(end);
+        std::vector<unsigned char> twin_values(end);
         for (size_t i = 0; i < layout.size(); ++i) {
           auto [offset, size] = layout[i];
           std::memcpy(arguments->values.data() + offset, kernel.kernelParams[i], size);
-          for (size_t at = (offset + 7) / 8 * 8; at + 8 <= offset + size; at += 8) {
-            uintptr_t word = 0;
+          std::memcpy(twin_values.data() + offset, twin_kernel.kernelParams[i], size);
+          for (size_t at = (offset + 3) / 4 * 4; at + 8 <= offset + size;) {
+            uintptr_t word = 0, twin_word = 0;
             std::memcpy(&word, arguments->values.data() + at, sizeof word);
-            if (auto hit = index.find(word))
-              arguments->slots.push_back({at, hit->first, hit->second});
+            std::memcpy(&twin_word, twin_values.data() + at, sizeof twin_word);
+            auto slot = derived(word, twin_word);
+            if (!slot) {
+              at += 4;
+              continue;
+            }
+            slot->at = at;
+            arguments->slots.push_back(*slot);
+            at += 8;
           }
         }
         for (auto [offset, size] : layout)
@@ -189,19 +258,24 @@ bound_inputs bound_inputs::find(cudaGraph_t graph, const std::vector<byte_range>
       }
       case cudaGraphNodeTypeMemcpy: {
         auto& copy = arguments->copy;
-        C10_CUDA_CHECK(cudaGraphMemcpyNodeGetParams(node, &copy));
+        cudaMemcpy3DParms twin_copy{};
+        C10_CUDA_CHECK(cudaGraphMemcpyNodeGetParams(nodes[n], &copy));
+        C10_CUDA_CHECK(cudaGraphMemcpyNodeGetParams(twins[n], &twin_copy));
         arguments->is_copy = true;
-        if (auto hit = index.find(reinterpret_cast<uintptr_t>(copy.dstPtr.ptr)))
-          written[hit->first] = true;
-        if (auto hit = index.find(reinterpret_cast<uintptr_t>(copy.srcPtr.ptr)))
-          arguments->slots.push_back({0, hit->first, hit->second});
+        auto address = [](const cudaPitchedPtr& p) { return reinterpret_cast<uintptr_t>(p.ptr); };
+        if (auto slot = derived(address(copy.dstPtr), address(twin_copy.dstPtr)))
+          written[slot->input] = true;
+        if (auto slot = derived(address(copy.srcPtr), address(twin_copy.srcPtr)))
+          arguments->slots.push_back(*slot);
         break;
       }
       case cudaGraphNodeTypeMemset: {
-        cudaMemsetParams set{};
-        C10_CUDA_CHECK(cudaGraphMemsetNodeGetParams(node, &set));
-        if (auto hit = index.find(reinterpret_cast<uintptr_t>(set.dst)))
-          written[hit->first] = true;
+        cudaMemsetParams set{}, twin_set{};
+        C10_CUDA_CHECK(cudaGraphMemsetNodeGetParams(nodes[n], &set));
+        C10_CUDA_CHECK(cudaGraphMemsetNodeGetParams(twins[n], &twin_set));
+        if (auto slot = derived(reinterpret_cast<uintptr_t>(set.dst),
+                                reinterpret_cast<uintptr_t>(twin_set.dst)))
+          written[slot->input] = true;
         break;
       }
       case cudaGraphNodeTypeEmpty:
@@ -219,7 +293,7 @@ bound_inputs bound_inputs::find(cudaGraph_t graph, const std::vector<byte_range>
 
   std::vector<bool> keep(buffers.size(), false);
   for (size_t i = 0; i < buffers.size(); ++i)
-    keep[i] = buffers[i].bytes && !written[i];
+    keep[i] = moved_by.unique(i) && !written[i];
   found.keep_only(keep);
   return found;
 }

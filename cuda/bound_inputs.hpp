@@ -1,12 +1,14 @@
 #pragma once
 
 // Inputs a CUDA graph reads where they live instead of from its static
-// copies (Note [Bound inputs] in input_binding.cpp). Found once per graph:
-// every kernel argument and memcpy source of the captured graph that points
-// into an input's static buffer. A replay then points those at the live
-// tensor's memory (cuGraphExecKernelNodeSetParams) where it moved since the
-// last replay, which costs CPU time per node rewritten but no copy on the
-// device.
+// copies (Note [Bound inputs] in input_binding.cpp). Found once per graph,
+// by comparing it with its twin: the same recording captured again with
+// every candidate input's static buffer elsewhere. A kernel argument or
+// memcpy source that moved between the two by exactly an input's move is
+// a pointer derived from that input. A replay then points those at the
+// live tensor's memory (cuGraphExecKernelNodeSetParams) where it moved
+// since the last replay, which costs CPU time per node rewritten but no
+// copy on the device.
 
 #include <cuda_runtime_api.h>
 
@@ -19,10 +21,11 @@
 
 namespace gradd::cuda {
 
-/// The bytes of one graph input's static buffer; {nullptr, 0} for an input
-/// that is not a candidate.
-struct byte_range {
-  const void* base = nullptr;
+/// Where a graph and its twin hold one input's static buffer, and its
+/// bytes; both null for an input that is not a candidate.
+struct twin_buffers {
+  const void* in_graph = nullptr;
+  const void* in_twin = nullptr;
   size_t bytes = 0;
 };
 
@@ -33,13 +36,19 @@ public:
   bound_inputs(bound_inputs&&) noexcept;
   bound_inputs& operator=(bound_inputs&&) noexcept;
 
-  /// Reads every node of `graph` for pointers into `buffers` (input i's
-  /// static range, empty for one that is not a candidate). An input is
-  /// bindable where every pointer into it found is a kernel argument or a
-  /// memcpy source; one a memset or memcpy writes is not. A graph with a
-  /// node of another kind (child graph, host node, ...) or a kernel whose
-  /// arguments cannot be read binds nothing: `why_not()` says why.
-  static bound_inputs find(cudaGraph_t graph, const std::vector<byte_range>& buffers);
+  /// Reads every node of `graph` and of `twin` (captured from the same
+  /// recording with candidate i's static buffer at `buffers[i].in_twin`
+  /// instead of `in_graph`) for pointers derived from the candidates: words
+  /// that moved as one input did and point no further from its buffer than
+  /// its own length. An
+  /// input is bindable where every pointer derived from it found is a
+  /// kernel argument or a memcpy source; one a memset or memcpy writes is
+  /// not, nor one whose move another input's matches. A graph with a node
+  /// of another kind (child graph, host node, ...), a kernel whose
+  /// arguments cannot be read, or a twin that differs in any node but its
+  /// pointers binds nothing: `why_not()` says why.
+  static bound_inputs find(cudaGraph_t graph, cudaGraph_t twin,
+                           const std::vector<twin_buffers>& buffers);
 
   /// Input i is read only through pointers `bind` rewrites.
   bool bindable(size_t input) const;
@@ -58,8 +67,10 @@ public:
   /// launch attributes the read arguments do not carry).
   void keep_settable(cudaGraphExec_t exec);
 
-  /// Points every kept pointer into input i at `sources[i]` plus its offset
-  /// in the static buffer: the live tensor, laid out as that buffer is. The
+  /// Points every kept pointer derived from input i at `sources[i]` plus
+  /// its offset from the static buffer's first byte (an offset that may lie
+  /// outside the buffer: a kernel may take a base moved back by its
+  /// padding): the live tensor, laid out as that buffer is. The
   /// next launch of `exec` (instantiated from the graph given to find)
   /// reads there; launches already queued are unaffected. Rewrites only the
   /// nodes whose inputs moved since the last call (`exec` must be the same

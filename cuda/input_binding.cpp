@@ -9,12 +9,15 @@
 // rewriting a kernel node's arguments (~0.9 µs each on the H200's host)
 // only where its input moved since the last replay; a training loop's
 // caching allocator mostly hands a step the addresses of the step before,
-// so most replays rewrite nothing (`graph_rewrites`). A graph may also
-// reach an input in ways no argument shows (a pointer table in device
-// memory, an output that is a view of it), so a binding is kept only after
-// a replay with the bound inputs' static buffers poisoned, the graph
-// pointed at copies of them, gave the outputs of a plain replay bit for
-// bit. The poison is NaN bits for floating types and zeros for the others:
+// so most replays rewrite nothing (`graph_rewrites`). Which arguments are
+// pointers derived from an input shows by capturing the recording a second
+// time, its twin, with every candidate's static buffer copied elsewhere,
+// and comparing the two graphs (bound_inputs.cpp); the twin is not
+// instantiated and its pool goes with it. A graph may also reach an input
+// in ways no argument shows (a pointer table in device memory, an output
+// that is a view of it), so a binding is kept only after a replay with the
+// bound inputs' static buffers poisoned, the graph pointed at the twin's
+// copies, gave the outputs of a plain replay bit for bit. The poison is NaN bits for floating types and zeros for the others:
 // all-ones bits are an index of -1, which would send a reader the
 // arguments do not show out of bounds. An integer input that holds only
 // zeros is not bound, since the poison would not show who reads it.
@@ -85,10 +88,10 @@ std::vector<at::Tensor> backward_graph::outputs_now() const {
 }
 
 bool backward_graph::binding_holds(bound_inputs& found, const std::vector<bool>& trial,
+                                   const std::vector<at::Tensor>& twins,
                                    const std::vector<at::Tensor>& expected,
                                    c10::cuda::CUDAStream side) {
   auto stream = side.stream();
-  std::vector<at::Tensor> decoys(inputs_.size());
   std::vector<const void*> sources(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i) {
     if (!found.bindable(i))
@@ -96,8 +99,7 @@ bool backward_graph::binding_holds(bound_inputs& found, const std::vector<bool>&
     sources[i] = inputs_[i].const_data_ptr();
     if (!trial[i])
       continue;
-    decoys[i] = static_copy(inputs_[i]);
-    sources[i] = decoys[i].const_data_ptr();
+    sources[i] = twins[i].const_data_ptr();
     C10_CUDA_CHECK(cudaMemsetAsync(inputs_[i].mutable_data_ptr(), poison_byte(inputs_[i]),
                                    span_bytes(inputs_[i]), stream));
   }
@@ -109,42 +111,55 @@ bool backward_graph::binding_holds(bound_inputs& found, const std::vector<bool>&
   for (size_t i = 0; i < inputs_.size(); ++i) {
     if (!trial[i])
       continue;
-    C10_CUDA_CHECK(cudaMemcpyAsync(inputs_[i].mutable_data_ptr(), decoys[i].const_data_ptr(),
+    C10_CUDA_CHECK(cudaMemcpyAsync(inputs_[i].mutable_data_ptr(), twins[i].const_data_ptr(),
                                    span_bytes(inputs_[i]), cudaMemcpyDeviceToDevice, stream));
     sources[i] = inputs_[i].const_data_ptr();
   }
   if (!found.bind(exec_, sources))  // the arguments it was captured with
     throw std::runtime_error("gradd: the CUDA driver refused a graph node's own arguments back: "
                              + found.refusal());
-  side.synchronize();  // the decoys go; nothing reads them after this
+  side.synchronize();
   return holds;
 }
 
-bool backward_graph::reads_stale_harmlessly(c10::cuda::CUDAStream side) {
-  std::vector<at::Tensor> originals, decoys;
+bool backward_graph::reads_stale_harmlessly(const std::vector<at::Tensor>& twins,
+                                            c10::cuda::CUDAStream side) {
+  std::vector<at::Tensor> originals, copies;
   std::vector<const void*> sources(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (bound_.bindable(i)) {
       if (at::isIntegralType(inputs_[i].scalar_type(), /*includeBool=*/false))
         return false;  // an index read stale sends a kernel out of bounds
       originals.push_back(inputs_[i]);
-      decoys.push_back(static_copy(inputs_[i]));
-      sources[i] = decoys.back().const_data_ptr();
+      copies.push_back(twins[i]);
+      sources[i] = twins[i].const_data_ptr();
     }
   if (!bound_.bind(exec_, sources))
     return false;  // the next replay's bind rewrites every node
   C10_CUDA_CHECK(cudaGraphLaunch(exec_, side.stream()));
-  return bitwise_equal(decoys, originals);
+  return bitwise_equal(copies, originals);
 }
 
-void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level) {
-  std::vector<byte_range> buffers(inputs_.size());
+void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level,
+                                 const twin_capture& capture_twin) {
+  // Each candidate's twin buffer lies an odd multiple of 256 bytes into
+  // its allocation (bound_inputs.cpp says why); it holds the same bytes,
+  // and the trials point the graph at it.
+  std::vector<at::Tensor> twins = inputs_;
+  std::vector<twin_buffers> buffers(inputs_.size());
+  size_t candidates = 0;
   for (size_t i = 0; i < inputs_.size(); ++i) {
     const auto& buffer = inputs_[i];
-    if (!borrowed_[i] && buffer.defined() && buffer.device().index() == device_)
-      buffers[i] = {buffer.const_data_ptr(), span_bytes(buffer)};
+    if (borrowed_[i] || !buffer.defined() || buffer.device().index() != device_
+        || span_bytes(buffer) == 0)
+      continue;
+    twins[i] = static_copy(buffer, 256 * (2 * candidates++ + 1));
+    buffers[i] = {buffer.const_data_ptr(), twins[i].const_data_ptr(), span_bytes(buffer)};
   }
-  auto found = bound_inputs::find(graph_, buffers);
+  if (candidates == 0)
+    return;
+  auto twin = capture_twin(twins);
+  auto found = bound_inputs::find(graph_, twin.get(), buffers);
   found.keep_settable(exec_);
   std::vector<bool> keep(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i)
@@ -166,7 +181,7 @@ void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level) {
     return outputs_now();
   };
   auto expected = replay_outputs();
-  if (!binding_holds(found, keep, expected, side)) {
+  if (!binding_holds(found, keep, twins, expected, side)) {
     if (!bitwise_equal(replay_outputs(), expected))
       return copy_all("its replays differ from one another (kernels that are not deterministic)");
     // One input read some other way spoils the whole trial: try each alone.
@@ -174,19 +189,19 @@ void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level) {
       if (keep[i]) {
         std::vector<bool> alone(inputs_.size(), false);
         alone[i] = true;
-        keep[i] = binding_holds(found, alone, expected, side);
+        keep[i] = binding_holds(found, alone, twins, expected, side);
       }
     found.keep_only(keep);
     if (!found.refusal().empty())
       log(level, log_level::debug, "the CUDA driver refused new arguments for " + found.refusal());
-    if (found.empty() || !binding_holds(found, keep, expected, side))
+    if (found.empty() || !binding_holds(found, keep, twins, expected, side))
       return copy_all("it reads them other than through its arguments");
   }
   bound_ = std::move(found);
-  stale_reads_harmless_ = reads_stale_harmlessly(side);
+  stale_reads_harmless_ = reads_stale_harmlessly(twins, side);
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (keep[i]) {
-      bound_bytes_ += buffers[i].bytes;
+      bound_bytes_ += span_bytes(inputs_[i]);
       inputs_[i] = at::empty_strided(inputs_[i].sizes(), inputs_[i].strides(),
                                      inputs_[i].options().device(c10::kMeta));
     }

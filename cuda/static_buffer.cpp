@@ -17,14 +17,15 @@ size_t span_bytes(const at::Tensor& t) {
   return static_cast<size_t>(last + 1) * t.element_size();
 }
 
-at::Tensor static_copy(const at::Tensor& t) {
+at::Tensor static_copy(const at::Tensor& t, size_t offset) {
   auto bytes = span_bytes(t);
-  auto storage = at::empty({static_cast<int64_t>(bytes / t.element_size())}, t.options());
+  auto element = static_cast<size_t>(t.element_size());
+  auto storage = at::empty({static_cast<int64_t>((offset + bytes) / element)}, t.options());
+  auto* start = static_cast<char*>(storage.mutable_data_ptr()) + offset;
   if (bytes)
-    C10_CUDA_CHECK(cudaMemcpyAsync(storage.mutable_data_ptr(), t.const_data_ptr(), bytes,
-                                   cudaMemcpyDeviceToDevice,
+    C10_CUDA_CHECK(cudaMemcpyAsync(start, t.const_data_ptr(), bytes, cudaMemcpyDeviceToDevice,
                                    c10::cuda::getCurrentCUDAStream(t.device().index())));
-  return storage.as_strided(t.sizes(), t.strides(), 0);
+  return storage.as_strided(t.sizes(), t.strides(), static_cast<int64_t>(offset / element));
 }
 
 } // namespace gradd::cuda

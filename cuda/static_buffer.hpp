@@ -14,7 +14,8 @@ namespace gradd::cuda {
 size_t span_bytes(const at::Tensor& t);
 
 /// A gradd-owned copy of CUDA tensor `t` with its sizes and strides, copied
-/// on the current stream: a static input of a graph.
-at::Tensor static_copy(const at::Tensor& t);
+/// on the current stream: a static input of a graph. It starts `offset`
+/// bytes (a multiple of its element size) into an allocation of its own.
+at::Tensor static_copy(const at::Tensor& t, size_t offset = 0);
 
 } // namespace gradd::cuda
