@@ -124,6 +124,31 @@ struct pointer_slot {
   uintptr_t offset = 0;
 };
 
+/// The nodes of `graph` as the driver lists them: in the order they were
+/// captured, which find() relies on to pair a graph's nodes with its twin's
+/// (a pair that does not match in kind or kernel refuses the binding; two
+/// like nodes swapped would only leave their pointers unbound).
+std::vector<cudaGraphNode_t> nodes_of(cudaGraph_t graph) {
+  size_t count = 0;
+  C10_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  C10_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+  return nodes;
+}
+
+/// Each argument's offset and size in a kernel's parameter buffer.
+std::vector<std::pair<size_t, size_t>> argument_layout(const CUDA_KERNEL_NODE_PARAMS& kernel) {
+  std::vector<std::pair<size_t, size_t>> layout;
+  for (size_t i = 0;; ++i) {
+    size_t offset = 0, size = 0;
+    auto status = kernel.func ? driver().function_argument(kernel.func, i, &offset, &size)
+                              : driver().kernel_argument(kernel.kern, i, &offset, &size);
+    if (status != CUDA_SUCCESS)
+      return layout;
+    layout.emplace_back(offset, size);
+  }
+}
+
 } // namespace
 
 struct bound_inputs::node_arguments {
@@ -147,31 +172,6 @@ bound_inputs::bound_inputs() = default;
 bound_inputs::~bound_inputs() = default;
 bound_inputs::bound_inputs(bound_inputs&&) noexcept = default;
 bound_inputs& bound_inputs::operator=(bound_inputs&&) noexcept = default;
-
-namespace {
-
-std::vector<cudaGraphNode_t> nodes_of(cudaGraph_t graph) {
-  size_t count = 0;
-  C10_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
-  std::vector<cudaGraphNode_t> nodes(count);
-  C10_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
-  return nodes;
-}
-
-/// Each argument's offset and size in a kernel's parameter buffer.
-std::vector<std::pair<size_t, size_t>> argument_layout(const CUDA_KERNEL_NODE_PARAMS& kernel) {
-  std::vector<std::pair<size_t, size_t>> layout;
-  for (size_t i = 0;; ++i) {
-    size_t offset = 0, size = 0;
-    auto status = kernel.func ? driver().function_argument(kernel.func, i, &offset, &size)
-                              : driver().kernel_argument(kernel.kern, i, &offset, &size);
-    if (status != CUDA_SUCCESS)
-      return layout;
-    layout.emplace_back(offset, size);
-  }
-}
-
-} // namespace
 
 bound_inputs bound_inputs::find(cudaGraph_t graph, cudaGraph_t twin,
                                 const std::vector<twin_buffers>& buffers) {

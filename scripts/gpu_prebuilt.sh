@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs this machine's build on the GPU machine, which then builds nothing
+# (a fresh build there takes ~150 s of its time). Both have torch
+# 2.11.0+cu130, and this build compiles the CUDA code with nvcc.
+#   here:  scripts/gpu_prebuilt.sh pack      build/'s gradd_tests, gradd-bench
+#                                            and libgradd.so into .deps/bin
+#   there: scripts/gpu_prebuilt.sh run CMD   CMD with their libraries found
+#                                            (.deps/bin, .deps/root, torch's)
+# Carry .deps (scripts/gpu_deps.sh). C++ only: the Python module is built
+# for this machine's Python.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+case "${1:-}" in
+  pack)
+    mkdir -p .deps/bin
+    cp build/gradd_tests build/gradd-bench build/libgradd.so .deps/bin/
+    echo "gradd: $(du -sh .deps/bin | cut -f1) of binaries in .deps/bin; carry .deps"
+    ;;
+  run)
+    shift
+    site=$(${PYTHON:-/opt/torch/.venv/bin/python} -c 'import site; print(site.getsitepackages()[0])')
+    nvidia=$(ls -d "$site"/nvidia/*/lib 2>/dev/null | tr '\n' ':')
+    # Before the build machine's paths the binaries carry (RUNPATH).
+    export LD_LIBRARY_PATH=$PWD/.deps/bin:$PWD/.deps/root/usr/lib/x86_64-linux-gnu:$site/torch/lib:${nvidia}${LD_LIBRARY_PATH:-}
+    exec "$@"
+    ;;
+  *)
+    echo "usage: scripts/gpu_prebuilt.sh pack | run CMD..." >&2
+    exit 2
+    ;;
+esac
