@@ -17,19 +17,20 @@
 // in ways no argument shows (a pointer table in device memory, an output
 // that is a view of it), so a binding is kept only after a replay with the
 // bound inputs' static buffers poisoned, the graph pointed at the twin's
-// copies, gave the outputs of a plain replay bit for bit. The poison is NaN bits for floating types and zeros for the others:
-// all-ones bits are an index of -1, which would send a reader the
-// arguments do not show out of bounds. An integer input that holds only
-// zeros is not bound, since the poison would not show who reads it.
-// Where the trial fails, each input is tried alone, and a graph whose
-// replays differ from one another copies everything. The live tensors are
-// not used for this: the training thread may be writing to them (an
-// accumulating `.grad`). A bound graph that writes into an input writes
-// into the live tensor, as the stock engine's own call of that op would;
-// one more replay on copies finds such a graph, which is then never
-// launched early (Note [Early launch]), as one that binds an integer is not.
-// Then the bound inputs' static buffers are freed; the inputs nothing can
-// bind are copied in by one batched launch.
+// copies, gave the outputs of a plain replay bit for bit. The poison is
+// NaN bits for floating types and zeros for the others: all-ones bits are
+// an index of -1, which would send a reader the arguments do not show out
+// of bounds. An integer input that holds only zeros is not bound, since
+// the poison would not show who reads it. Where the trial fails, each
+// input is tried alone, and a graph whose replays differ from one another
+// copies everything. The live tensors are not used for this: the training
+// thread may be writing to them (an accumulating `.grad`). A bound graph
+// that writes into an input writes into the live tensor, as the stock
+// engine's own call of that op would; one more replay on the twin's copies
+// finds such a graph, which is then never launched early (Note [Early
+// launch]), as one that binds an integer is not. Then the bound inputs'
+// static buffers are freed; the inputs nothing can bind are copied in by
+// one batched launch.
 
 #include "cuda/backward_graph.hpp"
 

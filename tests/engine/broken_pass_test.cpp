@@ -24,7 +24,9 @@ void register_once() {
   static bool registered = [] {
     gradd::compiler::register_pass(
         {"test_reverse_ops", "reverses the op order (breaks the graph)",
-         [] -> std::unique_ptr<gradd::compiler::pass> { return std::make_unique<reverse_ops>(); }});
+         []() -> std::unique_ptr<gradd::compiler::pass> {
+           return std::make_unique<reverse_ops>();
+         }});
     return true;
   }();
   (void)registered;
