@@ -49,29 +49,18 @@ TEST_CASE("a kernel handed its input's address moved back reads the live tensor"
   auto on = torch::dtype(torch::kFloat32).device(torch::kCUDA);
   torch::manual_seed(3);
   auto w = torch::randn({256, 1024}, on).requires_grad_();
-  auto step = [&](int64_t i, bool moved) {
+  const std::vector<bool> moves{false, false, false, true, false, true, true, false};
+  auto step = [&](size_t i) {
     w.mutable_grad() = Tensor();
     // Held through the step, it takes the memory the step's tensors had.
-    auto held = moved ? torch::empty({256, 1024, 3}, on) : Tensor();
+    auto held = moves[i] ? torch::empty({256, 1024, 3}, on) : Tensor();
     auto d = torch::sin(torch::arange(256 * 1024, on).reshape({256, 1024}) * (0.01 * (i + 1)));
     square_read_from_before::apply(w * d).sum().backward();
-    return gradd::test::exact_copy(w.grad());
+    return std::vector<Tensor>{gradd::test::exact_copy(w.grad())};
   };
-  const std::vector<bool> moves{false, false, false, true, false, true, true, false};
-  std::vector<Tensor> stock;
-  {
-    gradd::disable_guard off;
-    for (size_t i = 0; i < moves.size(); ++i)
-      stock.push_back(step(static_cast<int64_t>(i), moves[i]));
-  }
-  gradd::reset();
-  gradd::enable_guard graphs{gradd::test::policy(gradd::graph_shape_policy::static_shapes)};
-  for (size_t i = 0; i < moves.size(); ++i) {
-    INFO("step " << i << (moves[i] ? ", its tensors moved" : ""));
-    gradd::test::require_bitwise_equal(stock[i], step(static_cast<int64_t>(i), moves[i]));
-    REQUIRE(gradd::wait_for_compiles());
-  }
-  auto s = gradd::stats();
+  auto s = gradd::test::compare_steps(
+      gradd::test::policy(gradd::graph_shape_policy::static_shapes), moves.size(), step,
+      [&](size_t i) { return "step " + std::to_string(i) + (moves[i] ? ", its tensors moved" : ""); });
   CHECK(s.graph_backwards == moves.size() - 1);  // the first is recorded for the capture
   // d (saved by the product) and x = w * d, which only the kernel reads,
   // through the pointer 256 bytes before it: both are read where they live.

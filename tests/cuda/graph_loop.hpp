@@ -7,6 +7,7 @@
 #include "engine/grad_check.hpp"
 
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace gradd::test {
@@ -36,13 +37,39 @@ struct mlp {
   std::vector<torch::Tensor> weights, biases;
 };
 
+/// One step of a loop: a fresh forward and backward, and what it left to
+/// compare (the gradients).
+using loop_step = std::function<std::vector<torch::Tensor>(size_t step)>;
+
+/// Runs `steps` steps of `step` on the stock engine and then under
+/// `policy`; requires bitwise-equal results after every step, each failure
+/// named by `describe` (the step's number without it). Returns gradd's
+/// statistics.
+inline gradd::statistics compare_steps(const gradd::settings& policy, size_t steps,
+                                       const loop_step& step,
+                                       const std::function<std::string(size_t)>& describe = {}) {
+  std::vector<std::vector<torch::Tensor>> stock;
+  {
+    gradd::disable_guard off;
+    for (size_t i = 0; i < steps; ++i)
+      stock.push_back(step(i));
+  }
+  gradd::reset();
+  gradd::enable_guard on{policy};
+  for (size_t i = 0; i < steps; ++i) {
+    INFO((describe ? describe(i) : "step " + std::to_string(i)));
+    require_bitwise_equal(stock[i], step(i));
+    REQUIRE(gradd::wait_for_compiles());
+  }
+  return gradd::stats();
+}
+
 /// Before each step of run_loop: a tensor to hold through that step (which
 /// moves the step's own tensors to other addresses), or none.
 using before_step = std::function<torch::Tensor(size_t step)>;
 
-/// Runs `batches` (one backward each, grads set to None before each) on
-/// the stock engine and then under `policy`; requires bitwise-equal
-/// gradients after every step. Returns gradd's statistics.
+/// Runs `batches` of the mlp (one backward each, grads set to None before
+/// each) through compare_steps.
 inline gradd::statistics run_loop(const gradd::settings& policy, const std::vector<int64_t>& batches,
                            const before_step& before = {}) {
   mlp m;
@@ -53,20 +80,9 @@ inline gradd::statistics run_loop(const gradd::settings& policy, const std::vect
     m.loss(batches[i], static_cast<int64_t>(i)).backward();
     return grads_of(params);
   };
-  std::vector<std::vector<torch::Tensor>> stock;
-  {
-    gradd::disable_guard off;
-    for (size_t i = 0; i < batches.size(); ++i)
-      stock.push_back(step(i));
-  }
-  gradd::reset();
-  gradd::enable_guard on{policy};
-  for (size_t i = 0; i < batches.size(); ++i) {
-    INFO("step " << i << ", batch " << batches[i]);
-    require_bitwise_equal(stock[i], step(i));
-    REQUIRE(gradd::wait_for_compiles());
-  }
-  return gradd::stats();
+  return compare_steps(policy, batches.size(), step, [&](size_t i) {
+    return "step " + std::to_string(i) + ", batch " + std::to_string(batches[i]);
+  });
 }
 
 inline gradd::settings policy(gradd::graph_shape_policy mode) {
