@@ -224,6 +224,7 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
     return graph_handle(capture_program(recording, nodes, inputs, options, scratch, side).graph,
                         &cudaGraphDestroy);
   });
+  g->stale_reads_harmless_ = g->stale_reads_harmless_ && g->find_index_holders(recording);
 
   g->bytes_ = pool_bytes(g->pool_);
   for (size_t i = 0; i < g->inputs_.size(); ++i)
@@ -325,7 +326,8 @@ void backward_graph::follow_caller(c10::cuda::CUDAStream stream) const {
 std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor>& live,
                                                     c10::cuda::CUDAStream stream,
                                                     grad_hand_out hand_out_mode,
-                                                    std::optional<early_launch> early) {
+                                                    std::optional<early_launch> early,
+                                                    const backward_nodes* bets_on) {
   std::unique_lock<std::mutex> replaying;
   if (early)
     replaying = std::move(early->replaying_);
@@ -377,7 +379,8 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
     C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream.stream()));
     replayed_->record(stream);
   }
-  note_addresses(live, moved);
+  if (bets_on)
+    note_addresses(live, moved, *bets_on);
   auto launched = std::chrono::steady_clock::now();
 
   for (auto& leaf : leaves_)

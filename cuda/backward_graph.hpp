@@ -68,6 +68,13 @@ struct capture_request {
   log_level level = log_level::warning;
 };
 
+/// A backward's nodes in walk order and its structure's node table: what
+/// lifts them.
+struct backward_nodes {
+  const std::vector<torch::autograd::Node*>& nodes;
+  const compiler::graph& table;
+};
+
 /// A captured graph and its static buffers.
 class backward_graph {
 public:
@@ -112,21 +119,27 @@ public:
     std::unique_lock<std::mutex> replaying_;
   };
 
-  /// Launches the graph on `stream` as the last replay left it, before the
-  /// backward's saved tensors are lifted, if Note [Early launch] allows it;
-  /// nullopt, doing nothing, otherwise.
-  std::optional<early_launch> launch_early(c10::cuda::CUDAStream stream);
+  /// Launches the graph on `stream` before the backward of `backward` is
+  /// lifted, as the last replay left it but for the integer inputs it binds,
+  /// which it reads where the one node holding each, lifted alone, has
+  /// them; if Note [Early launch] allows it. Nullopt, launching nothing,
+  /// otherwise.
+  std::optional<early_launch> launch_early(c10::cuda::CUDAStream stream,
+                                           const backward_nodes& backward);
 
   /// Replays on `stream` for the live lifted tensors (which fit) and leaves
   /// the gradients where the stock engine would: `.grad` of each leaf
   /// (accumulated as the stock engine does), and the `autograd::grad`
   /// results returned. With `early`, this graph's launch before the lift,
-  /// it launches again only if an input moved since. Returns nullopt,
-  /// doing nothing, if another thread is replaying this graph right now.
+  /// it launches again only if an input moved since. With `bets_on`, the
+  /// nodes `live` was lifted from (cuda_graphs.early_launch), it notes
+  /// whether the next backward may launch early. Returns nullopt, doing
+  /// nothing, if another thread is replaying this graph right now.
   std::optional<torch::autograd::variable_list> replay(const std::vector<at::Tensor>& live,
                                                        c10::cuda::CUDAStream stream,
                                                        grad_hand_out hand_out,
-                                                       std::optional<early_launch> early);
+                                                       std::optional<early_launch> early,
+                                                       const backward_nodes* bets_on);
 
   /// Device memory the graph holds: copies of inputs and its pool.
   size_t bytes() const noexcept { return bytes_; }
@@ -157,18 +170,33 @@ private:
   /// Orders `stream` after the calling thread's current stream.
   void follow_caller(c10::cuda::CUDAStream stream) const;
   void take_back_lent(c10::cuda::CUDAStream stream);
-  /// At capture: no bound input is an integer or written by a replay (one
-  /// on `twins`, copies of the static buffers).
+  /// At capture: no replay writes into a bound input (checked by one on
+  /// `twins`, copies of the static buffers).
   bool reads_stale_harmlessly(const std::vector<at::Tensor>& twins, c10::cuda::CUDAStream side);
-  /// After a replay of `live`: whether the next may launch before its lift.
-  void note_addresses(const std::vector<at::Tensor>& live, bool moved);
+  /// At capture: finds in `recording` the one node that reads each bound
+  /// integer input; false where one has none or several.
+  bool find_index_holders(const engine::functional::recording& recording);
+  /// At a replay of `live`, lifted from `backward`: finds each bound
+  /// integer input among its holder's tensors; false where one is not there.
+  bool learn_index_holders(const std::vector<at::Tensor>& live, const backward_nodes& backward);
+  /// Before an early launch: points the graph at the integer inputs of
+  /// `backward` where their holders have them; false where a holder's
+  /// shape is not the graph's.
+  bool bind_live_indices(const backward_nodes& backward);
+  /// After a replay of `live`, lifted from `backward`: whether the next may
+  /// launch before its lift.
+  void note_addresses(const std::vector<at::Tensor>& live, bool moved,
+                      const backward_nodes& backward);
   using graph_handle = std::unique_ptr<CUgraph_st, cudaError_t (*)(cudaGraph_t)>;
   /// The recording captured again on other inputs, not instantiated.
   using twin_capture = std::function<graph_handle(const std::vector<at::Tensor>& inputs)>;
   void bind_inputs(c10::cuda::CUDAStream side, log_level level, const twin_capture& capture_twin);
+  /// One trial of Note [Bound inputs]: whether a replay with the `trial`
+  /// inputs read from `twins` and their static buffers poisoned gives
+  /// `expected`. Leaves the graph with the arguments it was captured with.
   bool binding_holds(bound_inputs& found, const std::vector<bool>& trial,
                      const std::vector<at::Tensor>& twins, const std::vector<at::Tensor>& expected,
-                     c10::cuda::CUDAStream side);
+                     c10::cuda::CUDAStream side, log_level level);
   std::vector<at::Tensor> outputs_now() const;
 
   c10::DeviceIndex device_ = 0;
@@ -188,6 +216,17 @@ private:
   std::vector<at::Tensor> results_;
   std::mutex replaying_;
   std::optional<at::cuda::CUDAEvent> replayed_;
+  /// A bound integer input, which an early launch reads live: an index
+  /// read stale sends a kernel out of bounds (Note [Early launch]).
+  struct index_holder {
+    uint32_t input = 0;  ///< its lifted position
+    uint32_t node = 0;   ///< the one node that reads it, in walk order
+    /// Its place among that node's tensors lifted alone, and the shape key
+    /// of that lift; learnt at a replay, which fits the graph.
+    std::optional<uint32_t> ordinal;
+    uint64_t key = 0;
+  };
+  std::vector<index_holder> index_holders_;
   /// Whether a launch on the last replay's addresses, reused by now, can
   /// neither fault nor corrupt (Note [Early launch]).
   bool stale_reads_harmless_ = true;

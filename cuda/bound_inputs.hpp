@@ -79,6 +79,11 @@ public:
   /// the next call rewrites every node.
   std::optional<size_t> bind(cudaGraphExec_t exec, const std::vector<const void*>& sources);
 
+  /// Per input, where the arguments of the `exec` last given to bind point
+  /// now: the `sources` of that call; empty before one, nulls after a
+  /// refusal.
+  const std::vector<const void*>& bound_to() const noexcept { return bound_to_; }
+
   /// The last node the driver refused new arguments for, for the log.
   const std::string& refusal() const noexcept { return refusal_; }
 

@@ -21,12 +21,19 @@
 // nothing is written there and the outputs are thrown away, but not for an
 // index: a stale one sends a kernel out of bounds or trips its device
 // assert (seen on the H200: convnet's `nll_loss` backward read its targets
-// stale and asserted, which ends the process's CUDA context). So a graph
-// launches early only if
-// - no bound input is an integer (floating, complex and boolean ones are
-//   read as data, not as addresses) and no replay writes into one
-//   (checked once, at capture, by a replay on copies; its own static
-//   buffers and pool it may write);
+// stale and asserted, which ends the process's CUDA context). So the
+// integer inputs (max-pool indices, a loss's targets) are read live: each
+// is held by one node (found in the recording at capture), which is lifted
+// alone before the early launch, and the graph is pointed at its tensor.
+// Live indices are in bounds only for the shape their node was captured
+// with (a max-pool's index the plane of its input, the graph's buffer has
+// the captured size), so the launch waits for the full lift unless that
+// node's lift alone has the shape key it had at a replay of this graph.
+// Floating, complex and boolean inputs are read as data, not as addresses.
+// A graph launches early only if
+// - no replay writes into a bound input (checked once, at capture, by a
+//   replay on copies; its own static buffers and pool it may write), and
+//   each bound integer input has one node that reads it;
 // - it copies no input: a copy needs the live addresses, which only the
 //   lift knows;
 // - at its last replay no input had moved, and every address it read lay
@@ -45,16 +52,22 @@
 #include "cuda/backward_graph.hpp"
 
 #include "cuda/graph_cache.hpp"
+#include "cuda/shape_key.hpp"
+#include "engine/functional/graph.hpp"
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/util/env.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
+
+#include <algorithm>
 
 namespace gradd::cuda {
 
 namespace {
 
 namespace allocator = c10::cuda::CUDACachingAllocator;
+namespace ca = torch::dynamo::autograd;
 
 /// Whether memory of the process's CUDA allocator stays mapped until it
 /// counts a segment free: the native caching allocator, caching.
@@ -69,7 +82,98 @@ int64_t segment_frees(c10::DeviceIndex device) {
   return allocator::getDeviceStats(device).num_device_free;
 }
 
+/// One node of a backward lifted alone: the shape key of its lift, and its
+/// tensors in lifting order.
+struct lifted_alone {
+  uint64_t key = 0;
+  std::vector<at::Tensor> tensors;
+};
+
+/// Node `node` of `backward` lifted alone; nullopt where it cannot be (the
+/// full lift then says why).
+std::optional<lifted_alone> lift_alone(const backward_nodes& backward, uint32_t node) {
+  ca::AutogradCompilerCall call(ca::SizeInput::STATIC);
+  try {
+    auto nodes = engine::functional::lift_node_hashed(call, *backward.nodes[node],
+                                                      backward.table.nodes[node]);
+    auto key = shape_key(call, nodes);
+    if (!key)
+      return std::nullopt;
+    return lifted_alone{*key, std::move(call.tensor_args.inputs)};
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+bool same_layout(const at::Tensor& a, const at::Tensor& b) {
+  return a.defined() && b.defined() && a.scalar_type() == b.scalar_type()
+         && a.sizes() == b.sizes() && a.strides() == b.strides();
+}
+
 } // namespace
+
+bool backward_graph::find_index_holders(const engine::functional::recording& recording) {
+  using compiler::op_kind;
+  for (uint32_t i = 0; i < inputs_.size(); ++i) {
+    if (!inputs_[i].is_meta() || !at::isIntegralType(inputs_[i].scalar_type(), false))
+      continue;  // not bound, or read as data
+    std::optional<compiler::value_id> value;
+    for (const auto& op : recording.ir.ops)
+      if (op.kind == op_kind::graph_input && op.index == int64_t{i})
+        value = op.results.at(0);
+    std::optional<uint32_t> holder;
+    for (const auto& op : recording.ir.ops) {
+      if (!value || std::find(op.args.begin(), op.args.end(), *value) == op.args.end())
+        continue;
+      if (op.node == compiler::no_node || (holder && *holder != op.node))
+        return false;
+      holder = op.node;
+    }
+    if (!holder)
+      return false;
+    index_holders_.push_back({i, *holder, std::nullopt, 0});
+  }
+  return true;
+}
+
+bool backward_graph::learn_index_holders(const std::vector<at::Tensor>& live,
+                                         const backward_nodes& backward) {
+  for (auto& holder : index_holders_) {
+    if (holder.ordinal)
+      continue;
+    auto lifted = lift_alone(backward, holder.node);
+    if (!lifted)
+      return false;
+    const auto& index = live[holder.input];
+    for (uint32_t k = 0; k < lifted->tensors.size() && !holder.ordinal; ++k)
+      if (same_layout(lifted->tensors[k], index)
+          && lifted->tensors[k].const_data_ptr() == index.const_data_ptr())
+        holder.ordinal = k;
+    if (!holder.ordinal)
+      return false;
+    holder.key = lifted->key;
+  }
+  return true;
+}
+
+bool backward_graph::bind_live_indices(const backward_nodes& backward) {
+  auto sources = bound_.bound_to();
+  for (const auto& holder : index_holders_) {
+    auto lifted = lift_alone(backward, holder.node);
+    if (!lifted || lifted->key != holder.key || *holder.ordinal >= lifted->tensors.size())
+      return false;  // that node has another shape: its indices may not fit the graph
+    const auto& index = lifted->tensors[*holder.ordinal];
+    if (!same_layout(index, inputs_[holder.input]))
+      return false;
+    // The node keeps its saved tensor, so the address outlives the launch.
+    sources[holder.input] = index.const_data_ptr();
+  }
+  auto rewrites = bound_.bind(exec_, sources);
+  if (!rewrites)
+    return false;  // the replay's bind rewrites every node
+  graph_cache::instance().counters.rewrites.fetch_add(*rewrites, std::memory_order_relaxed);
+  return true;
+}
 
 backward_graph::early_launch::~early_launch() {
   if (replaying_.owns_lock())  // neither confirmed nor redone
@@ -77,11 +181,13 @@ backward_graph::early_launch::~early_launch() {
 }
 
 std::optional<backward_graph::early_launch>
-backward_graph::launch_early(c10::cuda::CUDAStream stream) {
+backward_graph::launch_early(c10::cuda::CUDAStream stream, const backward_nodes& backward) {
   std::unique_lock replaying(replaying_, std::try_to_lock);
   if (!replaying || !launchable_at_frees_ || *launchable_at_frees_ != segment_frees(device_))
     return std::nullopt;
   c10::cuda::CUDAGuard device(stream.device_index());
+  if (!index_holders_.empty() && !bind_live_indices(backward))
+    return std::nullopt;
   follow_caller(stream);
   take_back_lent(stream);
   C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream.stream()));
@@ -90,9 +196,14 @@ backward_graph::launch_early(c10::cuda::CUDAStream stream) {
   return early_launch(std::move(replaying));
 }
 
-void backward_graph::note_addresses(const std::vector<at::Tensor>& live, bool moved) {
+void backward_graph::note_addresses(const std::vector<at::Tensor>& live, bool moved,
+                                    const backward_nodes& backward) {
   if (moved || !stale_reads_harmless_ || !allocator_counts_frees())
     return;
+  if (!learn_index_holders(live, backward)) {
+    stale_reads_harmless_ = false;
+    return;
+  }
   // Memory of the caching allocator carries its deleter.
   auto caching = allocator::get()->raw_deleter();
   for (size_t i = 0; i < live.size(); ++i)

@@ -15,6 +15,7 @@
 #include "config/log.hpp"
 #include "cuda/backward_graph.hpp"
 #include "cuda/graph_cache.hpp"
+#include "cuda/shape_key.hpp"
 #include "cuda/stream_actor.hpp"
 #include "engine/functional/graph.hpp"
 
@@ -24,7 +25,6 @@
 #include <torch/csrc/autograd/saved_variable.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
-#include <bit>
 #include <string_view>
 
 namespace gradd::cuda {
@@ -35,10 +35,6 @@ namespace ca = torch::dynamo::autograd;
 namespace functional = engine::functional;
 using torch::autograd::Node;
 using torch::autograd::variable_list;
-
-constexpr uint64_t mix(uint64_t hash, uint64_t value) noexcept {
-  return (hash ^ value) * 0x100000001b3ull;
-}
 
 /// The one CUDA stream every node that runs is on, if there is one.
 std::optional<c10::Stream> single_stream(const graph_call& c) {
@@ -53,37 +49,6 @@ std::optional<c10::Stream> single_stream(const graph_call& c) {
     stream = s;
   }
   return stream;
-}
-
-/// The key of what a graph specializes on, given the hash of the nodes'
-/// specialization keys; nullopt for a lifted scalar of a kind it cannot
-/// compare.
-std::optional<uint64_t> shape_key(const ca::AutogradCompilerCall& call, uint64_t nodes) {
-  uint64_t key = nodes;
-  for (const auto& size : call.all_size_inputs)
-    key = mix(key, static_cast<uint64_t>(size.value));
-  for (const auto& arg : call.lifted_ivalue_args.args) {
-    const auto& v = *arg.actual_ptr;
-    if (v.isInt())
-      key = mix(key, static_cast<uint64_t>(v.toInt()));
-    else if (v.isDouble())
-      key = mix(key, std::bit_cast<uint64_t>(v.toDouble()));
-    else if (v.isBool())
-      key = mix(key, v.toBool());
-    else
-      return std::nullopt;
-  }
-  for (const auto& t : call.tensor_args.inputs) {
-    if (!t.defined()) {
-      key = mix(key, 0);
-      continue;
-    }
-    key = mix(key, static_cast<uint64_t>(t.scalar_type()) + 1);
-    key = mix(key, static_cast<uint64_t>(t.device().index()));
-    for (int64_t d = 0; d < t.dim(); ++d)
-      key = mix(mix(key, static_cast<uint64_t>(t.size(d))), static_cast<uint64_t>(t.stride(d)));
-  }
-  return key;
 }
 
 /// Whether any node that runs has hooks: they run between node calls,
@@ -156,8 +121,10 @@ std::optional<variable_list> replay(const graph_call& c, structure_graphs& s, ui
     case backward_graph::fit::different:
       return std::nullopt;
   }
+  backward_nodes backward{c.nodes, c.table};
   auto results = graph->replay(live, c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, stream),
-                               c.config.cuda_graphs.hand_out, std::move(early));
+                               c.config.cuda_graphs.hand_out, std::move(early),
+                               c.config.cuda_graphs.early_launch ? &backward : nullptr);
   if (!results)
     return std::nullopt;
   c.task.leaf_streams.emplace(stream);
@@ -240,7 +207,8 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
   hit_times times{std::chrono::steady_clock::now(), {}};
   std::optional<backward_graph::early_launch> early;
   if (bet)
-    early = bet->launch_early(c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, *stream));
+    early = bet->launch_early(c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, *stream),
+                              {c.nodes, c.table});
   times.lifting = std::chrono::steady_clock::now();
   auto call = std::make_shared<ca::AutogradCompilerCall>(ca::SizeInput::STATIC);
   std::optional<uint64_t> shape;

@@ -28,7 +28,7 @@
 // that writes into an input writes into the live tensor, as the stock
 // engine's own call of that op would; one more replay on the twin's copies
 // finds such a graph, which is then never launched early (Note [Early
-// launch]), as one that binds an integer is not. Then the bound inputs'
+// launch]). Then the bound inputs'
 // static buffers are freed; the inputs nothing can bind are copied in by
 // one batched launch.
 
@@ -42,7 +42,6 @@
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
-#include <stdexcept>
 #include <string>
 
 namespace gradd::cuda {
@@ -91,7 +90,7 @@ std::vector<at::Tensor> backward_graph::outputs_now() const {
 bool backward_graph::binding_holds(bound_inputs& found, const std::vector<bool>& trial,
                                    const std::vector<at::Tensor>& twins,
                                    const std::vector<at::Tensor>& expected,
-                                   c10::cuda::CUDAStream side) {
+                                   c10::cuda::CUDAStream side, log_level level) {
   auto stream = side.stream();
   std::vector<const void*> sources(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i) {
@@ -116,10 +115,16 @@ bool backward_graph::binding_holds(bound_inputs& found, const std::vector<bool>&
                                    span_bytes(inputs_[i]), cudaMemcpyDeviceToDevice, stream));
     sources[i] = inputs_[i].const_data_ptr();
   }
-  if (!found.bind(exec_, sources))  // the arguments it was captured with
-    throw std::runtime_error("gradd: the CUDA driver refused a graph node's own arguments back: "
-                             + found.refusal());
   side.synchronize();
+  if (!found.bind(exec_, sources)) {  // the arguments it was captured with
+    // Seen on the H200 for a node of resnet18 that took the trial's: a
+    // fresh instantiation has them all, and the next bind rewrites all.
+    log(level, log_level::debug, "the CUDA driver refused a graph node's own arguments back ("
+                                      + found.refusal() + "): instantiated again");
+    C10_CUDA_CHECK(cudaGraphExecDestroy(exec_));
+    exec_ = nullptr;
+    C10_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+  }
   return holds;
 }
 
@@ -129,8 +134,6 @@ bool backward_graph::reads_stale_harmlessly(const std::vector<at::Tensor>& twins
   std::vector<const void*> sources(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (bound_.bindable(i)) {
-      if (at::isIntegralType(inputs_[i].scalar_type(), /*includeBool=*/false))
-        return false;  // an index read stale sends a kernel out of bounds
       originals.push_back(inputs_[i]);
       copies.push_back(twins[i]);
       sources[i] = twins[i].const_data_ptr();
@@ -182,7 +185,7 @@ void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level,
     return outputs_now();
   };
   auto expected = replay_outputs();
-  if (!binding_holds(found, keep, twins, expected, side)) {
+  if (!binding_holds(found, keep, twins, expected, side, level)) {
     if (!bitwise_equal(replay_outputs(), expected))
       return copy_all("its replays differ from one another (kernels that are not deterministic)");
     // One input read some other way spoils the whole trial: try each alone.
@@ -190,12 +193,12 @@ void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level,
       if (keep[i]) {
         std::vector<bool> alone(inputs_.size(), false);
         alone[i] = true;
-        keep[i] = binding_holds(found, alone, twins, expected, side);
+        keep[i] = binding_holds(found, alone, twins, expected, side, level);
       }
     found.keep_only(keep);
     if (!found.refusal().empty())
       log(level, log_level::debug, "the CUDA driver refused new arguments for " + found.refusal());
-    if (found.empty() || !binding_holds(found, keep, twins, expected, side))
+    if (found.empty() || !binding_holds(found, keep, twins, expected, side, level))
       return copy_all("it reads them other than through its arguments");
   }
   bound_ = std::move(found);

@@ -61,6 +61,15 @@ void lift_node(ca::AutogradCompilerCall& call, Node& fn, const compiler::node_in
   on_key(std::string_view(reinterpret_cast<const char*>(key.key), key.key_size));
 }
 
+constexpr uint64_t key_hash_basis = 0xcbf29ce484222325ull;
+
+/// An `on_key` for lift_node that mixes each key into `hash`.
+auto hash_into(uint64_t& hash) {
+  return [&hash](std::string_view key) {
+    hash = (hash ^ std::hash<std::string_view>{}(key)) * 0x100000001b3ull;
+  };
+}
+
 /// Hooks and unpack hooks arrive as Python objects, which only Python runs.
 void check_lifted(const ca::AutogradCompilerCall& call) {
   if (!call.hooks.empty() || !call.sv_to_hooks.empty() || !call.pynode_objs.empty() ||
@@ -115,14 +124,18 @@ std::vector<std::string> lift_nodes(ca::AutogradCompilerCall& call, const graph&
 
 uint64_t lift_nodes_hashed(ca::AutogradCompilerCall& call,
                            const std::vector<Node*>& nodes, const compiler::graph& table) {
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (uint32_t i = 0; i < table.nodes.size(); ++i) {
-    if (!compiler::should_execute(table.nodes[i]))
-      continue;
-    lift_node(call, *nodes[i], table.nodes[i], [&hash](std::string_view key) {
-      hash = (hash ^ std::hash<std::string_view>{}(key)) * 0x100000001b3ull;
-    });
-  }
+  uint64_t hash = key_hash_basis;
+  for (uint32_t i = 0; i < table.nodes.size(); ++i)
+    if (compiler::should_execute(table.nodes[i]))
+      lift_node(call, *nodes[i], table.nodes[i], hash_into(hash));
+  check_lifted(call);
+  return hash;
+}
+
+uint64_t lift_node_hashed(ca::AutogradCompilerCall& call, Node& node,
+                          const compiler::node_info& info) {
+  uint64_t hash = key_hash_basis;
+  lift_node(call, node, info, hash_into(hash));
   check_lifted(call);
   return hash;
 }

@@ -66,6 +66,12 @@ uint64_t lift_nodes_hashed(torch::dynamo::autograd::AutogradCompilerCall& call,
                            const std::vector<torch::autograd::Node*>& nodes,
                            const compiler::graph& table);
 
+/// Lifts `node` (whose table entry is `info`) alone into `call`, as
+/// lift_nodes_hashed lifts it among the others, and returns the hash of its
+/// specialization key. Throws as lift_nodes_hashed does.
+uint64_t lift_node_hashed(torch::dynamo::autograd::AutogradCompilerCall& call,
+                          torch::autograd::Node& node, const compiler::node_info& info);
+
 /// Leaves what the stock engine leaves after a backward: releases the saved
 /// variables of the nodes that ran unless the task keeps the graph, and hands
 /// the streams of `leaf_nodes` to the caller's post-processing.
