@@ -21,7 +21,10 @@
 // adds `stall_ratio`: gradd's slowest backward over the stock engine's slowest,
 // warm-up included, since that is where new structures appear; `--shapes
 // sweep` changes the batch size every step among 4 sizes (any model; one
-// structure, new shapes) and adds `stall_ratio` too. `--mode both`
+// structure, new shapes) and adds `stall_ratio` too, with gradd's slowest
+// backward (`slowest_ms`), its step (warm-up steps first, from 0) and the
+// CUDA graphs captured by its end (`captures_by_slowest`), and the stock
+// engine's slowest (`eager_slowest_ms`). `--mode both`
 // also measures `peak_ratio`: gradd's peak memory during a backward over the
 // stock engine's (CUDA allocator statistics; on the CPU a counting allocator,
 // installed only for that phase, after the timing). `--grad-ready-times` adds
@@ -342,8 +345,14 @@ int run(const options& o) {
   gradd::reset();
   gradd::enable_guard on{o.policy};
   double slowest_gradd = 0, slowest_eager = 0;
+  int64_t slowest_gradd_step = 0;
+  uint64_t captures_before_slowest = 0;
   auto step = [&](int64_t i, bool with_gradd) {
     double ms = timed_backward(*model, i, with_gradd, device);
+    if (with_gradd && ms > slowest_gradd) {
+      slowest_gradd_step = i;
+      captures_before_slowest = gradd::stats().graph_captures;
+    }
     auto& slowest = with_gradd ? slowest_gradd : slowest_eager;
     slowest = std::max(slowest, ms);
     return ms;
@@ -419,7 +428,11 @@ int run(const options& o) {
                 "\"first_ratio\": %.4f",
                 e.median, s.median / e.median, eager_first_ms, first_ms / eager_first_ms);
     if (structure_sweep || shape_sweep)
-      std::printf(", \"stall_ratio\": %.4f", slowest_gradd / slowest_eager);
+      std::printf(", \"stall_ratio\": %.4f, \"slowest_ms\": %.4f, \"slowest_step\": %lld, "
+                  "\"captures_by_slowest\": %llu, \"eager_slowest_ms\": %.4f",
+                  slowest_gradd / slowest_eager, slowest_gradd,
+                  static_cast<long long>(slowest_gradd_step),
+                  static_cast<unsigned long long>(captures_before_slowest), slowest_eager);
     if (!device.is_cuda())
       gradd::measure::install_cpu_peak_tracking();
     int64_t gradd_peak = 0, eager_peak = 0;
