@@ -93,16 +93,14 @@ const driver_calls& driver() {
 /// The inputs by how far their buffer moved from the graph to its twin.
 class shift_index {
 public:
-  explicit shift_index(const std::vector<twin_buffers>& buffers) : unique_(buffers.size()) {
+  explicit shift_index(const std::vector<twin_buffers>& buffers) {
     std::unordered_map<uintptr_t, size_t> count;
     for (const auto& b : buffers)
       if (b.in_graph)
         ++count[shift_of(b)];
     for (size_t i = 0; i < buffers.size(); ++i)
-      if (buffers[i].in_graph && count[shift_of(buffers[i])] == 1) {
+      if (buffers[i].in_graph && count[shift_of(buffers[i])] == 1)
         inputs_.emplace(shift_of(buffers[i]), static_cast<uint32_t>(i));
-        unique_[i] = true;
-      }
   }
 
   /// The input whose buffer moved by `shift`, if exactly one did.
@@ -113,15 +111,13 @@ public:
     return it->second;
   }
 
-  /// Whether input i is a candidate no other moved alike.
-  bool unique(size_t input) const { return unique_[input]; }
-
-private:
+  /// How far a candidate's buffer moved from the graph to its twin.
   static uintptr_t shift_of(const twin_buffers& b) {
     return reinterpret_cast<uintptr_t>(b.in_twin) - reinterpret_cast<uintptr_t>(b.in_graph);
   }
+
+private:
   std::unordered_map<uintptr_t, uint32_t> inputs_;
-  std::vector<bool> unique_;
 };
 
 /// One pointer derived from an input: where it lies in the node's
@@ -348,7 +344,8 @@ bound_inputs bound_inputs::find(cudaGraph_t graph, cudaGraph_t twin,
 
   std::vector<bool> keep(buffers.size(), false);
   for (size_t i = 0; i < buffers.size(); ++i)
-    keep[i] = moved_by.unique(i) && !written[i];
+    keep[i] = buffers[i].in_graph && moved_by.find(shift_index::shift_of(buffers[i])) == i
+              && !written[i];
   found.keep_only(keep);
   return found;
 }

@@ -28,9 +28,8 @@
 // that writes into an input writes into the live tensor, as the stock
 // engine's own call of that op would; one more replay on the twin's copies
 // finds such a graph, which is then never launched early (Note [Early
-// launch]). Then the bound inputs'
-// static buffers are freed; the inputs nothing can bind are copied in by
-// one batched launch.
+// launch]). Then the bound inputs' static buffers are freed; the inputs
+// nothing can bind are copied in by one batched launch.
 
 #include "cuda/backward_graph.hpp"
 
@@ -205,7 +204,7 @@ void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level,
   stale_reads_harmless_ = reads_stale_harmlessly(twins, side);
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (keep[i]) {
-      bound_bytes_ += span_bytes(inputs_[i]);
+      bound_bytes_ += buffers[i].bytes;
       inputs_[i] = at::empty_strided(inputs_[i].sizes(), inputs_[i].strides(),
                                      inputs_[i].options().device(c10::kMeta));
     }
