@@ -4,7 +4,8 @@
 //   gradd-bench --model {mlp,deep-mlp,convnet,lstm,transformer,wide-mlp,encoder,resnet18}
 //               --device {cpu,cuda} --mode {eager,gradd,both}
 //               --iters N --warmup W [--config FILE] [--structures {fixed,sweep}]
-//               [--shapes {fixed,sweep}] [--dump-ir DIR] [--grad-ready-times] [--help]
+//               [--shapes {fixed,sweep}] [--dump-ir DIR] [--grad-ready-times]
+//               [--trace FILE] [--help]
 //
 // A flag takes its value as the next argument or after '=', and may be
 // given once; anything else is refused with the usage and exit code 2, as is
@@ -33,9 +34,13 @@
 // graph's IR (text and DOT) after capture and after each pass. On CUDA,
 // `--mode both` adds `floor_ms`, the stock engine's backward kernels replayed
 // from one CUDA graph (bench/backward_floor.hpp), and `floor_ratio`, gradd's
-// median over it.
+// median over it. `--trace FILE` writes a kernel timeline (Chrome trace,
+// bench/kernel_trace.hpp) of `traced_steps` more steps after the timed
+// ones, each engine's backward in turn, gradd's first;
+// bench/trace_summary.py says where each backward's time went.
 
 #include "bench/backward_floor.hpp"
+#include "bench/kernel_trace.hpp"
 #include "bench/peak_memory.hpp"
 #include "engine/gradd.hpp"
 #include "examples/models.hpp"
@@ -66,10 +71,12 @@ struct options {
   std::string shapes = "fixed";
   gradd::settings policy;
   bool grad_ready_times = false;
+  std::string trace;  ///< --trace's file, or empty
 };
 
 constexpr int sweep_structures = 4;
 constexpr int sweep_batch_sizes = 4;
+constexpr int traced_steps = 10;
 
 const char* const usage =
     "usage: gradd-bench"
@@ -77,13 +84,15 @@ const char* const usage =
     "                   [--device {cpu,cuda}] [--mode {eager,gradd,both}] [--iters N]\n"
     "                   [--warmup W] [--config FILE] [--structures {fixed,sweep}]\n"
     "                   [--shapes {fixed,sweep}] [--dump-ir DIR] [--grad-ready-times]\n"
+    "                   [--trace FILE]\n"
     "A flag's value follows it (--iters 50) or an '=' (--iters=50); each flag once.\n"
     "Without --config the policy comes from $GRADD_CONFIG, or is the default one.\n";
 
 /// The flags that take a value; --grad-ready-times is the one that takes none.
 const std::vector<std::string> value_flags{"--model",   "--device", "--mode",
                                            "--iters",   "--warmup", "--config",
-                                           "--structures", "--shapes", "--dump-ir"};
+                                           "--structures", "--shapes", "--dump-ir",
+                                           "--trace"};
 
 [[noreturn]] void usage_error(const std::string& message) {
   std::cerr << "gradd-bench: " << message << "\n" << usage;
@@ -173,6 +182,7 @@ options parse(int argc, char** argv) {
   o.iters = positive_int("--iters", value("--iters", std::to_string(o.iters)), 1);
   o.warmup = positive_int("--warmup", value("--warmup", std::to_string(o.warmup)), 0);
   o.grad_ready_times = given.count("--grad-ready-times") > 0;
+  o.trace = value("--trace", "");
   require_choice("--model", o.model, gradd::models::model_names());
   require_choice("--device", o.device, {"cpu", "cuda"});
   require_choice("--mode", o.mode, {"eager", "gradd", "both"});
@@ -387,6 +397,22 @@ int run(const options& o) {
       gradd_times.push_back(step(index, true));
   }
   auto after = gradd::stats();
+  if (!o.trace.empty())
+    gradd::measure::record_kernel_trace(o.trace, [&] {
+      // A second synchronize right before each backward marks where it
+      // starts (a forward may synchronize too: a copy from the host).
+      auto marked = [&] {
+        synchronize(device);
+        return [] { return 0; };
+      };
+      for (int i = 0; i < traced_steps; ++i) {
+        int64_t index = o.warmup + o.iters + i;
+        if (run_gradd)
+          measured_backward(*model, index, true, device, marked);
+        if (run_eager)
+          measured_backward(*model, index, false, device, marked);
+      }
+    });
   auto [diff, stock_diff] = max_rel_grad_diffs(*model, o.warmup + o.iters, device);
 
   auto main_times = run_gradd ? gradd_times : eager_times;
@@ -416,12 +442,15 @@ int run(const options& o) {
                 per_hit_us(&gradd::statistics::graph_launch_ns),
                 per_hit_us(&gradd::statistics::graph_hand_out_ns));
   if (graph_backwards)
-    std::printf(", \"rewrites_per_hit\": %.2f, \"early_launches\": %llu, \"early_misses\": %llu",
+    std::printf(", \"rewrites_per_hit\": %.2f, \"early_launches\": %llu, \"early_misses\": %llu, "
+                "\"bets_before_engine\": %llu",
                 static_cast<double>(after.graph_rewrites - before.graph_rewrites) / graph_backwards,
                 static_cast<unsigned long long>(after.graph_early_launches
                                                 - before.graph_early_launches),
                 static_cast<unsigned long long>(after.graph_early_misses
-                                                - before.graph_early_misses));
+                                                - before.graph_early_misses),
+                static_cast<unsigned long long>(after.graph_bets_before_engine
+                                                - before.graph_bets_before_engine));
   if (o.mode == "both") {
     auto e = summarize(eager_times);
     std::printf(", \"eager_median_ms\": %.4f, \"ratio\": %.4f, \"eager_first_ms\": %.4f, "

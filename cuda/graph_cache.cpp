@@ -31,6 +31,7 @@ void graph_counters::reset() noexcept {
   rewrites = 0;
   early_launches = 0;
   early_misses = 0;
+  bets_before_engine = 0;
   walk_ns = 0;
   lift_ns = 0;
   copy_ns = 0;

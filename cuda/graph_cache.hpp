@@ -60,6 +60,7 @@ struct graph_counters {
   std::atomic<uint64_t> rewrites{0};          ///< graph nodes pointed at moved inputs (Note [Bound inputs])
   std::atomic<uint64_t> early_launches{0};    ///< graphs launched before the lift (Note [Early launch])
   std::atomic<uint64_t> early_misses{0};      ///< of those, launched again or abandoned
+  std::atomic<uint64_t> bets_before_engine{0};  ///< of those, launched before Engine::execute
   // CPU time of each piece of the graph hits, summed over graph_backwards.
   std::atomic<uint64_t> walk_ns{0};      ///< hook entry to the lift: walk, plan lookup, graph checks
   std::atomic<uint64_t> lift_ns{0};      ///< re-lift through compiled_args and the shape key

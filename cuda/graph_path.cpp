@@ -19,6 +19,7 @@
 #include "cuda/stream_actor.hpp"
 #include "engine/functional/graph.hpp"
 
+#include <ATen/DeviceAccelerator.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/csrc/autograd/graph_task.h>
@@ -36,15 +37,24 @@ namespace functional = engine::functional;
 using torch::autograd::Node;
 using torch::autograd::variable_list;
 
-/// The one CUDA stream every node that runs is on, if there is one.
-std::optional<c10::Stream> single_stream(const graph_call& c) {
+/// The one CUDA stream every node that runs is on, if there is one: each
+/// node's stream() (the stream of its first input on the accelerator), with
+/// the accelerator looked up once instead of once a node.
+std::optional<c10::Stream> single_stream(const compiler::graph& table,
+                                         const std::vector<Node*>& nodes) {
+  if (at::getAccelerator() != c10::DeviceType::CUDA)
+    return std::nullopt;
   std::optional<c10::Stream> stream;
-  for (uint32_t i = 0; i < c.table.nodes.size(); ++i) {
-    const auto& info = c.table.nodes[i];
+  for (uint32_t i = 0; i < table.nodes.size(); ++i) {
+    const auto& info = table.nodes[i];
     if (info.is_root || !compiler::should_execute(info))
       continue;
-    auto s = c.nodes[i]->stream();
-    if (!s || s->device_type() != c10::DeviceType::CUDA || (stream && *stream != *s))
+    const Node& node = *nodes[i];
+    std::optional<c10::Stream> s;
+    for (uint32_t k = 0; k < node.num_inputs() && !s; ++k)
+      if (node.input_metadata(k).device().type() == c10::DeviceType::CUDA)
+        s = node.input_metadata(k).stream();
+    if (!s || (stream && *stream != *s))
       return std::nullopt;
     stream = s;
   }
@@ -87,6 +97,16 @@ bool wants_capture(structure_graphs& s, uint64_t shape, const settings::cuda_gra
     return false;
   }
   return ++seen->second >= 2;
+}
+
+/// The graph a structure's steady loop bets on (Note [Early launch]): its
+/// last shape's, once two backwards in a row had that shape. Call with the
+/// structure's lock held.
+std::shared_ptr<backward_graph> graph_to_bet_on(structure_graphs& s) {
+  if (!s.steady)
+    return nullptr;
+  auto it = s.shapes.find(s.last_shape);
+  return it != s.shapes.end() ? it->second.graph : nullptr;
 }
 
 /// When a graph hit finished its walk and began its lift; an early launch
@@ -181,23 +201,68 @@ variable_list plan_then_capture(const graph_call& c,
 
 } // namespace
 
+struct placed_bet {
+  uint64_t structure = 0;
+  std::shared_ptr<backward_graph> graph;
+  backward_graph::early_launch launch;
+};
+
+void placed_bet_deleter::operator()(placed_bet* bet) const noexcept {
+  delete bet;
+}
+
+early_bet bet_before_engine(uint64_t structure, const compiler::graph& table,
+                            const std::vector<Node*>& nodes, const settings& config) {
+  const auto& policy = config.cuda_graphs;
+  if (!policy.enabled || policy.mode == graph_shape_policy::dynamic_shapes || !policy.early_launch)
+    return nullptr;
+  auto start = std::chrono::steady_clock::now();
+  auto stream = single_stream(table, nodes);
+  if (!stream || has_hooks(table))
+    return nullptr;
+  auto& cache = graph_cache::instance();
+  auto graphs = cache.structure(structure);
+  std::shared_ptr<backward_graph> graph;
+  {
+    std::lock_guard lock(graphs->mutex);
+    if (graphs->plan_only.empty())
+      graph = graph_to_bet_on(*graphs);
+  }
+  if (!graph)
+    return nullptr;
+  auto launch = graph->launch_early(
+      c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, *stream), {nodes, table});
+  if (!launch)
+    return nullptr;
+  cache.counters.bets_before_engine.fetch_add(1, std::memory_order_relaxed);
+  cache.counters.launch_ns.fetch_add(nanoseconds_between(start, std::chrono::steady_clock::now()),
+                                     std::memory_order_relaxed);
+  return early_bet(new placed_bet{structure, std::move(graph), std::move(*launch)});
+}
+
 std::optional<variable_list> serve_from_graph(const graph_call& c) {
+  // Dropped unconfirmed (a lost bet) wherever this backward leaves the graphs.
+  auto placed = std::move(c.bet);
   const auto& policy = c.config.cuda_graphs;
   if (!policy.enabled || policy.mode == graph_shape_policy::dynamic_shapes)
     return std::nullopt;
-  auto stream = single_stream(c);
+  auto stream = single_stream(c.table, c.nodes);
   if (!stream)
     return std::nullopt;
   auto& cache = graph_cache::instance();
   auto structure = cache.structure(c.structure);
   std::shared_ptr<backward_graph> bet;
+  std::optional<backward_graph::early_launch> early;
+  if (placed && placed->structure == c.structure) {
+    bet = std::move(placed->graph);
+    early.emplace(std::move(placed->launch));
+  }
   {
     std::lock_guard lock(structure->mutex);
     if (!structure->plan_only.empty())
       return std::nullopt;
-    if (policy.early_launch && structure->steady)
-      if (auto it = structure->shapes.find(structure->last_shape); it != structure->shapes.end())
-        bet = it->second.graph;
+    if (!bet && policy.early_launch)
+      bet = graph_to_bet_on(*structure);
   }
   if (has_hooks(c.table)) {
     keep_on_plans(*structure, c, "it has hooks");
@@ -205,8 +270,7 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
   }
 
   hit_times times{std::chrono::steady_clock::now(), {}};
-  std::optional<backward_graph::early_launch> early;
-  if (bet)
+  if (bet && !early)
     early = bet->launch_early(c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, *stream),
                               {c.nodes, c.table});
   times.lifting = std::chrono::steady_clock::now();
@@ -279,6 +343,7 @@ void add_graph_statistics(statistics& s) {
   s.graph_rewrites = counters.rewrites.load();
   s.graph_early_launches = counters.early_launches.load();
   s.graph_early_misses = counters.early_misses.load();
+  s.graph_bets_before_engine = counters.bets_before_engine.load();
   s.backwards_during_capture = counters.during_capture.load();
 }
 

@@ -26,6 +26,23 @@ struct Node;
 
 namespace gradd::cuda {
 
+/// A CUDA graph launched for a backward before libtorch's engine prepared
+/// it (Note [Bets before the engine], engine/detail/early_bet.hpp); the
+/// backward's graph path confirms it or lets it go (a lost bet).
+struct placed_bet;
+struct placed_bet_deleter {
+  void operator()(placed_bet* bet) const noexcept;
+};
+using early_bet = std::unique_ptr<placed_bet, placed_bet_deleter>;
+
+/// Launches the graph that structure `structure` (its node table `table`)
+/// bets on for a backward of nodes `nodes` (walk order; the first, its
+/// root, is not read), as serve_from_graph would after its walk (Note
+/// [Early launch]); null where it would not.
+early_bet bet_before_engine(uint64_t structure, const compiler::graph& table,
+                            const std::vector<torch::autograd::Node*>& nodes,
+                            const settings& config);
+
 /// A backward whose structure has a plan, as the graph path sees it.
 struct graph_call {
   uint64_t structure;             ///< the plan's record id
@@ -38,6 +55,7 @@ struct graph_call {
   const settings& config;
   const std::function<void()>& run_plan;  ///< runs the structure's plan on this backward
   std::chrono::steady_clock::time_point entered;  ///< when the hook took the backward
+  early_bet& bet;  ///< placed for this backward before the engine, or null; taken here
 };
 
 /// Serves `call` from the CUDA graph of its shape when there is one. When

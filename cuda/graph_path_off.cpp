@@ -5,6 +5,17 @@
 
 namespace gradd::cuda {
 
+struct placed_bet {};
+
+void placed_bet_deleter::operator()(placed_bet* bet) const noexcept {
+  delete bet;
+}
+
+early_bet bet_before_engine(uint64_t, const compiler::graph&,
+                            const std::vector<torch::autograd::Node*>&, const settings&) {
+  return nullptr;
+}
+
 std::optional<torch::autograd::variable_list> serve_from_graph(const graph_call&) {
   return std::nullopt;
 }

@@ -17,6 +17,7 @@
 #include "config/log.hpp"
 #include "cuda/graph_path.hpp"
 #include "engine/detail/capture.hpp"
+#include "engine/detail/early_bet.hpp"
 #include "engine/detail/eager_fallback.hpp"
 #include "engine/detail/engine_state.hpp"
 #include "engine/detail/entry_gate.hpp"
@@ -268,7 +269,7 @@ private:
     std::function<void()> plan = [&] { run_plan(record.compiled->plan, walk_->nodes, task_); };
     auto served = cuda::serve_from_graph({record.id, record.compiled->ir, walk_->nodes, root_,
                                           task_, accumulate_grad_, outputs_, config_, plan,
-                                          entered_});
+                                          entered_, bet_});
     if (served)
       task_.captured_vars_ = std::move(*served);
     else
@@ -325,6 +326,9 @@ private:
   };
   std::optional<deferred_compile> deferred_;  ///< submitted once this backward is served
   std::chrono::steady_clock::time_point entered_ = std::chrono::steady_clock::now();
+  /// Placed before Engine::execute (Note [Bets before the engine]); a
+  /// backward that does not reach the graph path drops it, a lost bet.
+  cuda::early_bet bet_ = take_early_bet();
 };
 
 } // namespace

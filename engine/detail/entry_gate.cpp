@@ -3,6 +3,7 @@
 #include "engine/detail/entry_gate.hpp"
 
 #include "engine/detail/backward_hook.hpp"
+#include "engine/detail/early_bet.hpp"
 #include "engine/gradd.hpp"
 
 #include <torch/csrc/autograd/engine.h>
@@ -32,6 +33,7 @@ public:
     // backwards (and deadlock a device thread's hook that starts one).
     if (!gradd::is_enabled())
       return Engine::execute(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs);
+    early_bet_scope bet(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs);
     struct leave {
       int depth;
       ~leave() { leave_entry_gate(depth); }

@@ -25,12 +25,16 @@ TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch]
     CHECK(s.graph_backwards == 9);
     CHECK(s.graph_early_launches >= 5);
     CHECK(s.graph_early_misses == 0);
+    // gradd's engine is this process's default: the bets are placed before
+    // Engine::execute (Note [Bets before the engine]).
+    CHECK(s.graph_bets_before_engine == s.graph_early_launches);
   }
   SECTION("off by policy") {
     graphs.cuda_graphs.early_launch = false;
     auto s = run_loop(graphs, steady);
     CHECK(s.graph_backwards == 9);
     CHECK(s.graph_early_launches == 0);
+    CHECK(s.graph_bets_before_engine == 0);
   }
   SECTION("inputs that moved: the graph is launched again, gradients bitwise") {
     // A tensor allocated first takes the block the step's first activation

@@ -1,0 +1,77 @@
+// Note [Bets before the engine] (early_bet.hpp).
+
+#include "engine/detail/early_bet.hpp"
+
+#include "engine/detail/engine_state.hpp"
+#include "engine/detail/graph_walk.hpp"
+#include "engine/detail/plan_runner.hpp"
+
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/anomaly_mode.h>
+#include <torch/csrc/autograd/functions/basic_ops.h>
+
+namespace gradd::engine::detail {
+
+namespace {
+
+using torch::autograd::Edge;
+
+thread_local cuda::early_bet pending;
+
+/// Whether the backward starts on a CUDA stream: a CPU one needs no walk to
+/// be told it has no graph.
+bool starts_on_cuda(const std::vector<Edge>& roots) {
+  if (roots.empty() || !roots.front().function)
+    return false;
+  auto stream = roots.front().function->stream();
+  return stream && stream->device_type() == c10::DeviceType::CUDA;
+}
+
+cuda::early_bet place(const std::vector<Edge>& roots, const torch::autograd::variable_list& inputs,
+                      bool keep_graph, bool create_graph, bool accumulate_grad,
+                      const std::vector<Edge>& outputs) {
+  // The hook sends these to the stock engine.
+  if (create_graph || torch::autograd::AnomalyMode::is_enabled())
+    return nullptr;
+  auto& state = engine_state::instance();
+  auto policy = state.current_policy();
+  const auto& config = *policy->config;
+  if (config.fallback.force_eager || !config.cuda_graphs.enabled
+      || !config.cuda_graphs.early_launch || !starts_on_cuda(roots))
+    return nullptr;
+  thread_local graph_walk walk;
+  torch::autograd::GraphRoot root(roots, inputs);
+  walk_graph(root, outputs, keep_graph, accumulate_grad, policy->plan_variant, walk);
+  auto record = state.table
+                    .find(walk.key,
+                          [&](const graph_record& r) {
+                            return sequence_order_holds(r.compiled->plan, walk.nodes);
+                          })
+                    .ready;
+  // A plan the ranks agree on serves from an index the hook counts.
+  if (!record || record->state.load(std::memory_order_acquire) != graph_state::ready
+      || record->serve_from.load() != 0)
+    return nullptr;
+  c10::AutoGradMode no_grad(false);  // as in the hook: create_graph is false
+  return cuda::bet_before_engine(record->id, record->compiled->ir, walk.nodes, config);
+}
+
+} // namespace
+
+early_bet_scope::early_bet_scope(const std::vector<Edge>& roots,
+                                 const torch::autograd::variable_list& inputs, bool keep_graph,
+                                 bool create_graph, bool accumulate_grad,
+                                 const std::vector<Edge>& outputs)
+    : outer_(std::move(pending)) {
+  pending = place(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs);
+}
+
+early_bet_scope::~early_bet_scope() {
+  pending = std::move(outer_);
+}
+
+cuda::early_bet take_early_bet() noexcept {
+  return std::move(pending);
+}
+
+} // namespace gradd::engine::detail

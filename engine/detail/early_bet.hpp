@@ -1,0 +1,52 @@
+#pragma once
+
+// Note [Bets before the engine]
+// An early launch made in gradd's hook (Note [Early launch],
+// cuda/early_launch.cpp) still waits for what libtorch's Engine::execute
+// does before it calls the hook: a GraphTask, a dependency count over the
+// whole graph and its bookkeeping. That grows with the graph: 8 µs for the
+// mlp and 87 µs for resnet18 at test size on the 2-core VM. The GPU idles
+// through it. gradd's engine (entry_gate.cpp) sees a backward before
+// Engine::execute does, so the bet is placed there: a walk under a
+// GraphRoot of its own (the one Engine::execute makes has the same edges,
+// so the walk gives the same key and the same nodes in the same order),
+// the plan lookup, and the launch the structure's steady loop bets on,
+// under the rules of a launch from the hook. The hook takes it
+// (take_early_bet) and its graph path confirms it or lets it go, as it
+// would its own. On the H200 the graph's launch came 20 µs (mlp) and
+// 104 µs (resnet18) closer to the call of backward() (README, Benchmarks).
+// Only where gradd's engine is the default one (C++ processes); in a
+// Python process PyTorch's engine stays, and the hook bets after its walk.
+
+#include "cuda/graph_path.hpp"
+
+#include <torch/csrc/autograd/edge.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <vector>
+
+namespace gradd::engine::detail {
+
+/// For the backward Engine::execute is about to prepare on this thread:
+/// launches its structure's bet, if it has one (Note [Bets before the
+/// engine]), and keeps it for the hook until the scope ends.
+class early_bet_scope {
+public:
+  early_bet_scope(const std::vector<torch::autograd::Edge>& roots,
+                  const torch::autograd::variable_list& inputs, bool keep_graph,
+                  bool create_graph, bool accumulate_grad,
+                  const std::vector<torch::autograd::Edge>& outputs);
+  /// Lets a bet that no hook took go (a lost bet).
+  ~early_bet_scope();
+  early_bet_scope(const early_bet_scope&) = delete;
+  early_bet_scope& operator=(const early_bet_scope&) = delete;
+
+private:
+  cuda::early_bet outer_;  ///< an enclosing backward's, not taken yet
+};
+
+/// The bet placed for the backward whose hook starts now on this thread;
+/// null if there is none.
+cuda::early_bet take_early_bet() noexcept;
+
+} // namespace gradd::engine::detail
