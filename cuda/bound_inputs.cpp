@@ -53,6 +53,11 @@ struct driver_calls {
   PFN_cuGraphExecKernelNodeSetParams_v12000 set_node_arguments = nullptr;
   PFN_cuFuncGetParamInfo_v12040 function_argument = nullptr;
   PFN_cuKernelGetParamInfo_v12040 kernel_argument = nullptr;
+  // A kernel's dynamic shared memory limit (set_in says why).
+  PFN_cuFuncGetAttribute_v2020 function_attribute = nullptr;
+  PFN_cuKernelGetAttribute_v12000 kernel_attribute = nullptr;
+  PFN_cuFuncSetAttribute_v9000 set_function_attribute = nullptr;
+  PFN_cuKernelSetAttribute_v12000 set_kernel_attribute = nullptr;
 
   bool complete() const noexcept {
     return node_arguments && set_node_arguments && function_argument && kernel_argument;
@@ -76,6 +81,10 @@ const driver_calls& driver() {
     load("cuGraphExecKernelNodeSetParams", c.set_node_arguments, 12000);
     load("cuFuncGetParamInfo", c.function_argument, 12040);
     load("cuKernelGetParamInfo", c.kernel_argument, 12040);
+    load("cuFuncGetAttribute", c.function_attribute, 2020);
+    load("cuKernelGetAttribute", c.kernel_attribute, 12000);
+    load("cuFuncSetAttribute", c.set_function_attribute, 9000);
+    load("cuKernelSetAttribute", c.set_kernel_attribute, 12000);
     return c;
   }();
   return calls;
@@ -145,6 +154,46 @@ std::vector<std::pair<size_t, size_t>> argument_layout(const CUDA_KERNEL_NODE_PA
   }
 }
 
+constexpr auto shared_memory_limit_attribute = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+
+/// The most dynamic shared memory a kernel node's kernel allows a launch
+/// now; -1 where the driver does not say.
+int shared_memory_limit(const CUDA_KERNEL_NODE_PARAMS& kernel) {
+  int limit = -1;
+  int device = 0;
+  const auto& calls = driver();
+  if (kernel.func && calls.function_attribute)
+    calls.function_attribute(&limit, shared_memory_limit_attribute, kernel.func);
+  else if (kernel.kern && calls.kernel_attribute && cudaGetDevice(&device) == cudaSuccess)
+    calls.kernel_attribute(&limit, shared_memory_limit_attribute, kernel.kern, device);
+  return limit;
+}
+
+/// Raises the kernel's dynamic shared memory limit to what the node
+/// launches with, where it is lower now; whether it did.
+bool raise_shared_memory_limit(const CUDA_KERNEL_NODE_PARAMS& kernel) {
+  int limit = shared_memory_limit(kernel);
+  if (limit < 0 || kernel.sharedMemBytes <= static_cast<unsigned>(limit))
+    return false;
+  int bytes = static_cast<int>(kernel.sharedMemBytes);
+  int device = 0;
+  const auto& calls = driver();
+  if (kernel.func)
+    return calls.set_function_attribute
+           && calls.set_function_attribute(kernel.func, shared_memory_limit_attribute, bytes)
+                  == CUDA_SUCCESS;
+  return calls.set_kernel_attribute && cudaGetDevice(&device) == cudaSuccess
+         && calls.set_kernel_attribute(shared_memory_limit_attribute, bytes, kernel.kern, device)
+                == CUDA_SUCCESS;
+}
+
+/// A refused kernel node's shared memory, for the log.
+std::string shared_memory_of(const CUDA_KERNEL_NODE_PARAMS& kernel) {
+  int limit = shared_memory_limit(kernel);
+  return std::to_string(kernel.sharedMemBytes) + " bytes of dynamic shared memory, its kernel "
+         + "allowing " + (limit < 0 ? std::string("an unknown amount") : std::to_string(limit));
+}
+
 } // namespace
 
 struct bound_inputs::node_arguments {
@@ -160,7 +209,13 @@ struct bound_inputs::node_arguments {
   int set_in(cudaGraphExec_t exec) const {
     if (is_copy)
       return static_cast<int>(cudaGraphExecMemcpyNodeSetParams(exec, node, &copy));
-    return static_cast<int>(driver().set_node_arguments(exec, node, &kernel));
+    auto status = driver().set_node_arguments(exec, node, &kernel);
+    // A library may set its kernel's shared memory limit for each launch
+    // (cuDNN), lowering it below what this node was captured with; the
+    // driver then refuses the node's own launch as invalid.
+    if (status == CUDA_ERROR_INVALID_VALUE && raise_shared_memory_limit(kernel))
+      status = driver().set_node_arguments(exec, node, &kernel);
+    return static_cast<int>(status);
   }
 };
 
@@ -357,8 +412,9 @@ std::optional<size_t> bound_inputs::bind(cudaGraphExec_t exec,
     if (int status = node->set_in(exec); status != 0) {
       (void)cudaGetLastError();
       std::fill(bound_to_.begin(), bound_to_.end(), nullptr);
-      refusal_ = std::string(node->is_copy ? "a memcpy node" : "a kernel node") + " (error "
-                 + std::to_string(status) + ")";
+      refusal_ = node->is_copy ? "a memcpy node (error " + std::to_string(status) + ")"
+                               : "a kernel node (error " + std::to_string(status) + "; "
+                                     + shared_memory_of(node->kernel) + ")";
       return std::nullopt;
     }
     ++rewritten;

@@ -1,11 +1,11 @@
 // A kernel's dynamic shared memory limit belongs to the kernel, not to a
 // launch: a library that sets it before each launch (cuDNN) lowers it for
-// a small launch below what a graph captured from a larger one asked for.
-// Stop 21 suspected this of the one refusal seen when a replay pointed
-// resnet18's graph at moved inputs, and raised the limit before such a
-// bind. On the H200 (driver 580) the driver takes such a node's new
-// arguments under the lowered limit, and its replay is right: this case
-// keeps that so, the raise is gone.
+// a small launch below what a graph captured from a larger one asked for,
+// and the driver then refuses that node's new arguments. bound_inputs
+// raises the limit again and sets them (stop 21's suspect for resnet18's
+// refusals). Without the raise this case's graph served 2 backwards of 7
+// on the H200 (driver 580): every bind after the first lowered limit was
+// refused, and the plan served.
 
 #include "cuda/graph_loop.hpp"
 
@@ -32,7 +32,9 @@ TEST_CASE("a graph node is pointed at moved inputs after its kernel's shared mem
 #else
   // From step 2 on the limit is lowered before each step, as a smaller
   // launch elsewhere would; where the step's tensors moved, the replay
-  // rewrites the node under it.
+  // rewrites the node under it. (The limit the runtime's
+  // cudaFuncGetAttributes reported stayed 0 after the driver's raise, so
+  // the limit itself is not checked.)
   const std::vector<bool> moves{false, false, false, true, false, true, false, true};
   auto s = gradd::test::run_square_loop<twice_staged>(moves, [](size_t step) {
     if (step >= 2)
@@ -43,6 +45,5 @@ TEST_CASE("a graph node is pointed at moved inputs after its kernel's shared mem
   // where they live, each rewritten at each of the three moves.
   CHECK(s.graph_bound_bytes >= 2 * 256 * 1024 * sizeof(float));
   CHECK(s.graph_rewrites >= 2 * 3);
-  CHECK(gradd::test::staging_limit() == 0);  // lowered through the graph's steps
 #endif
 }

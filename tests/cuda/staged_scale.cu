@@ -40,10 +40,4 @@ void limit_staging(int bytes) {
         "cudaFuncSetAttribute");
 }
 
-int staging_limit() {
-  cudaFuncAttributes attributes{};
-  check(cudaFuncGetAttributes(&attributes, scale_through_shared), "cudaFuncGetAttributes");
-  return attributes.maxDynamicSharedSizeBytes;
-}
-
 } // namespace gradd::test

@@ -21,7 +21,4 @@ void scale_staged(const float* x, float factor, float* out, int64_t n, cudaStrea
 /// the same library would.
 void limit_staging(int bytes);
 
-/// The kernel's dynamic shared memory limit now.
-int staging_limit();
-
 } // namespace gradd::test
