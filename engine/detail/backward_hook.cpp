@@ -115,8 +115,9 @@ private:
 
     walk_scope scope;
     walk_ = &*scope;
-    walk_graph(*root_, outputs_, task_.keep_graph_, accumulate_grad_, policy_->plan_variant,
-               *walk_);
+    if (!adopt_walk(*policy_, *root_, *walk_))
+      walk_graph(*root_, outputs_, task_.keep_graph_, accumulate_grad_, policy_->plan_variant,
+                 *walk_);
     auto found = find();
     if (found.ready) {
       state_.stats.cache_hits.fetch_add(1, std::memory_order_relaxed);

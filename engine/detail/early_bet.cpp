@@ -18,6 +18,14 @@ using torch::autograd::Edge;
 
 thread_local cuda::early_bet pending;
 
+/// The walk `place` made, until the hook adopts it or the scope ends. The
+/// policy it was made under is held, so that no other can take its address.
+struct placed_walk {
+  graph_walk walk;
+  std::shared_ptr<const serving_policy> policy;  ///< null: none to adopt
+};
+thread_local placed_walk walked;
+
 /// Whether the backward starts on a CUDA stream: a CPU one needs no walk to
 /// be told it has no graph.
 bool starts_on_cuda(const std::vector<Edge>& roots) {
@@ -39,9 +47,10 @@ cuda::early_bet place(const std::vector<Edge>& roots, const torch::autograd::var
   if (config.fallback.force_eager || !config.cuda_graphs.enabled
       || !config.cuda_graphs.early_launch || !starts_on_cuda(roots))
     return nullptr;
-  thread_local graph_walk walk;
+  auto& walk = walked.walk;
   torch::autograd::GraphRoot root(roots, inputs);
   walk_graph(root, outputs, keep_graph, accumulate_grad, policy->plan_variant, walk);
+  walked.policy = policy;
   auto record = state.table
                     .find(walk.key,
                           [&](const graph_record& r) {
@@ -68,10 +77,22 @@ early_bet_scope::early_bet_scope(const std::vector<Edge>& roots,
 
 early_bet_scope::~early_bet_scope() {
   pending = std::move(outer_);
+  walked.policy.reset();
 }
 
 cuda::early_bet take_early_bet() noexcept {
   return std::move(pending);
+}
+
+bool adopt_walk(const serving_policy& policy, torch::autograd::Node& root,
+                graph_walk& into) noexcept {
+  bool made_here = walked.policy.get() == &policy;
+  walked.policy.reset();
+  if (!made_here)
+    return false;
+  std::swap(into, walked.walk);
+  into.nodes.front() = &root;
+  return true;
 }
 
 } // namespace gradd::engine::detail

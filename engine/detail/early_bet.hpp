@@ -13,12 +13,14 @@
 // the plan lookup, and the launch the structure's steady loop bets on,
 // under the rules of a launch from the hook. The hook takes it
 // (take_early_bet) and its graph path confirms it or lets it go, as it
-// would its own. On the H200 the graph's launch came 20 µs (mlp) and
-// 104 µs (resnet18) closer to the call of backward() (README, Benchmarks).
+// would its own, and adopts the walk (adopt_walk) instead of walking the
+// graph again. On the H200 the graph's launch came 20 µs (mlp) and 104 µs
+// (resnet18) closer to the call of backward() (README, Benchmarks).
 // Only where gradd's engine is the default one (C++ processes); in a
 // Python process PyTorch's engine stays, and the hook bets after its walk.
 
 #include "cuda/graph_path.hpp"
+#include "engine/detail/graph_walk.hpp"
 
 #include <torch/csrc/autograd/edge.h>
 #include <torch/csrc/autograd/variable.h>
@@ -26,6 +28,8 @@
 #include <vector>
 
 namespace gradd::engine::detail {
+
+struct serving_policy;
 
 /// For the backward Engine::execute is about to prepare on this thread:
 /// launches its structure's bet, if it has one (Note [Bets before the
@@ -48,5 +52,12 @@ private:
 /// The bet placed for the backward whose hook starts now on this thread;
 /// null if there is none.
 cuda::early_bet take_early_bet() noexcept;
+
+/// Gives `into` the walk made to place that backward's bet, its root
+/// replaced by `root` (the GraphRoot Engine::execute made: same edges, so
+/// the same walk), and true; false, leaving `into` alone, where no walk was
+/// made under `policy`.
+bool adopt_walk(const serving_policy& policy, torch::autograd::Node& root,
+                graph_walk& into) noexcept;
 
 } // namespace gradd::engine::detail
