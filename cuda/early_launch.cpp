@@ -6,8 +6,9 @@
 // floor on the H200. In a steady training loop the lift finds what the
 // last replay found: the same shape, every input at the same address. So a
 // structure whose last two graph-path backwards had one shape launches
-// that shape's graph right after the walk, as the last replay left it, and
-// lifts while the GPU runs. The lift then checks the bet: if the shape and
+// that shape's graph right after the walk, as the last replay left it (in
+// a C++ process before Engine::execute even, Note [Bets before the
+// engine]), and lifts while the GPU runs. The lift then checks the bet: if the shape and
 // every input's address are the ones the graph read, the gradients it
 // wrote are handed out; if an input moved, the graph is pointed at it and
 // launched again over the first launch's outputs; if the shape differs,
