@@ -4,6 +4,10 @@
 
 #include <torch/csrc/autograd/profiler_kineto.h>
 
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+
 namespace gradd::measure {
 
 void record_kernel_trace(const std::string& path, const std::function<void()>& work) {
@@ -19,7 +23,11 @@ void record_kernel_trace(const std::string& path, const std::function<void()>& w
     profiler::disableProfiler();
     throw;
   }
+  std::remove(path.c_str());
   profiler::disableProfiler()->save(path);
+  // The profiler says nothing where it cannot write.
+  if (!std::ifstream(path))
+    throw std::runtime_error("cannot write the kernel trace to " + path);
 }
 
 } // namespace gradd::measure

@@ -10,7 +10,8 @@
 
 namespace gradd::measure {
 
-/// Runs `work` under the profiler and writes its Chrome trace to `path`.
+/// Runs `work` under the profiler and writes its Chrome trace to `path`;
+/// throws std::runtime_error where that file cannot be written.
 void record_kernel_trace(const std::string& path, const std::function<void()>& work);
 
 } // namespace gradd::measure

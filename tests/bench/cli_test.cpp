@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -117,4 +119,22 @@ TEST_CASE("with --config, gradd-bench does not read GRADD_CONFIG", "[bench][cli]
                         "{\"model\": \"mlp\", \"device\": \"cpu\", \"mode\": \"gradd\""));
   // sync mode: the plan serves every timed backward
   CHECK_THAT(r.out, Catch::Contains("\"plan_backwards\": 2"));
+}
+
+TEST_CASE("gradd-bench --trace writes a kernel trace, and says so where it cannot", "[bench][cli]") {
+  auto folder = gradd::test::scratch_folder();
+  auto trace = (folder / "trace.json").string();
+  auto r = run_bench({"--model=mlp", "--mode", "both", "--iters=2", "--warmup=1", "--trace", trace});
+  INFO(r.err);
+  CHECK(r.exited(0));
+  CHECK_THAT(r.out, Catch::StartsWith("{\"model\": \"mlp\""));
+  std::ifstream written(trace);
+  std::string text((std::istreambuf_iterator<char>(written)), std::istreambuf_iterator<char>());
+  CHECK_THAT(text, Catch::Contains("\"traceEvents\""));
+
+  auto unwritable = run_bench({"--model=mlp", "--iters=2", "--warmup=0", "--trace",
+                               (folder / "no" / "such" / "trace.json").string()});
+  CHECK(unwritable.exited(1));
+  CHECK_THAT(unwritable.err, Catch::Contains("gradd-bench: cannot write the kernel trace to "));
+  CHECK(unwritable.out.empty());
 }
