@@ -26,8 +26,7 @@ struct placed_walk {
 };
 thread_local placed_walk walked;
 
-/// Whether the backward starts on a CUDA stream: a CPU one needs no walk to
-/// be told it has no graph.
+/// Whether the backward starts on a CUDA stream: a CPU one has no graph.
 bool starts_on_cuda(const std::vector<Edge>& roots) {
   if (roots.empty() || !roots.front().function)
     return false;
@@ -44,13 +43,15 @@ cuda::early_bet place(const std::vector<Edge>& roots, const torch::autograd::var
   auto& state = engine_state::instance();
   auto policy = state.current_policy();
   const auto& config = *policy->config;
-  if (config.fallback.force_eager || !config.cuda_graphs.enabled
-      || !config.cuda_graphs.early_launch || !starts_on_cuda(roots))
+  if (config.fallback.force_eager)
     return nullptr;
+  // The hook adopts this walk (adopt_walk), bet or not.
   auto& walk = walked.walk;
   torch::autograd::GraphRoot root(roots, inputs);
   walk_graph(root, outputs, keep_graph, accumulate_grad, policy->plan_variant, walk);
   walked.policy = policy;
+  if (!config.cuda_graphs.enabled || !config.cuda_graphs.early_launch || !starts_on_cuda(roots))
+    return nullptr;
   auto record = state.table
                     .find(walk.key,
                           [&](const graph_record& r) {
