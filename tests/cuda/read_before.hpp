@@ -1,6 +1,6 @@
 #pragma once
 
-// A kernel for tests/cuda/derived_pointer_test.cpp: it is handed its input's
+// A kernel for tests/cuda/kernel_arguments_test.cpp: it is handed its input's
 // address moved back before the input's first element, as a kernel with a
 // padding may be, and reads the input from there.
 

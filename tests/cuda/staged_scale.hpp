@@ -1,6 +1,6 @@
 #pragma once
 
-// A kernel for tests/cuda/shared_memory_limit_test.cpp that asks for more
+// A kernel for tests/cuda/kernel_arguments_test.cpp that asks for more
 // dynamic shared memory than a kernel may use by default (48 KiB), so its
 // launcher raises the kernel's limit before each launch, as cuDNN's do.
 

@@ -1,0 +1,73 @@
+// Kernels of the tests' own whose arguments a replay rewrites (Note [Bound
+// inputs]), each in a loop whose saved tensors move between steps:
+// - a kernel handed its input's address moved back before the input (as a
+//   kernel with a padding may be) must read the live tensor on every
+//   replay: such a pointer is found by how it moved between the graph and
+//   its twin, not by where it points;
+// - a kernel's dynamic shared memory limit belongs to the kernel, not to a
+//   launch: a library that sets it before each launch (cuDNN) lowers it
+//   for a small launch below what a graph captured from a larger one asked
+//   for, and the driver then refuses that node's new arguments.
+//   bound_inputs raises the limit again and sets them (stop 21's suspect
+//   for resnet18's refusals). Without the raise the graph served 2
+//   backwards of 7 on the H200 (driver 580): every bind after the first
+//   lowered limit was refused, and the plan served.
+
+#include "cuda/graph_loop.hpp"
+
+#ifdef GRADD_TEST_KERNELS
+#include "cuda/read_before.hpp"
+#include "cuda/square_loop.hpp"
+#include "cuda/staged_scale.hpp"
+
+namespace {
+
+/// 2x through the pointer 256 bytes before x.
+void twice_from_before(const float* x, float* out, int64_t n, cudaStream_t stream) {
+  gradd::test::scale_through_earlier_pointer(x, 64, 2.0f, out, n, stream);
+}
+
+/// 2x staged through 64 KiB of dynamic shared memory.
+void twice_staged(const float* x, float* out, int64_t n, cudaStream_t stream) {
+  gradd::test::scale_staged(x, 2.0f, out, n, stream);
+}
+
+/// d (saved by the product) and x = w * d, which only the kernel reads:
+/// the bytes of both, read where they live.
+constexpr size_t both_saved_bytes = 2 * 256 * 1024 * sizeof(float);
+
+} // namespace
+
+TEST_CASE("a kernel handed its input's address moved back reads the live tensor",
+          "[cuda][graphs]") {
+  if (!gradd::test::have_cuda())
+    return;
+  const std::vector<bool> moves{false, false, false, true, false, true, true, false};
+  auto s = gradd::test::run_square_loop<twice_from_before>(moves);
+  CHECK(s.graph_backwards == moves.size() - 1);  // the first is recorded for the capture
+  CHECK(s.graph_bound_bytes >= both_saved_bytes);
+}
+
+TEST_CASE("a graph node is pointed at moved inputs after its kernel's shared memory limit was lowered",
+          "[cuda][graphs]") {
+  if (!gradd::test::have_cuda())
+    return;
+  // From step 2 on the limit is lowered before each step, as a smaller
+  // launch elsewhere would; where the step's tensors moved, the replay
+  // rewrites the node under it. (The limit the runtime's
+  // cudaFuncGetAttributes reported stayed 0 after the driver's raise, so
+  // the limit itself is not checked.)
+  const std::vector<bool> moves{false, false, false, true, false, true, false, true};
+  auto s = gradd::test::run_square_loop<twice_staged>(moves, [](size_t step) {
+    if (step >= 2)
+      gradd::test::limit_staging(0);
+  });
+  CHECK(s.graph_backwards == moves.size() - 1);  // the first is recorded for the capture
+  CHECK(s.graph_bound_bytes >= both_saved_bytes);
+  CHECK(s.graph_rewrites >= 2 * 3);  // both, at each of the three moves
+}
+#else
+TEST_CASE("the CUDA graph cases with test kernels of their own", "[cuda][graphs]") {
+  WARN("built without the CUDA toolkit's compiler: the test kernels are missing, cases skipped");
+}
+#endif
