@@ -38,6 +38,12 @@
 // bench/kernel_trace.hpp) of `traced_steps` more steps after the timed
 // ones, each engine's backward in turn, gradd's first;
 // bench/trace_summary.py says where each backward's time went.
+// `first_ms` is gradd's first backward in the process (a new structure),
+// `eager_first_ms` the stock engine's of the same batch right after it;
+// `--mode both` also makes the structure new to gradd again (reset) in
+// `first_rounds` rounds, the engines taking turns at going first, and
+// reports the medians (`first_median_ms`, `eager_first_median_ms`) and
+// their ratio (`first_median_ratio`).
 
 #include "bench/backward_floor.hpp"
 #include "bench/bench_options.hpp"
@@ -66,6 +72,15 @@ using gradd::bench::options;
 constexpr int sweep_structures = 4;
 constexpr int sweep_batch_sizes = 4;
 constexpr int traced_steps = 10;
+/// Untimed stock backwards before anything is timed: the CUDA context,
+/// cuBLAS handles, the caching allocator and the stock engine's device
+/// thread (cuDNN's plans are cached per thread) warm up here, not in
+/// whichever engine happens to go first. One was not enough on the H200:
+/// convnet's second stock backward in a process took 1.3-1.5 ms, its third
+/// 0.8-1.0.
+constexpr int stock_warmups = 3;
+/// Rounds of `first_median_ms`: a structure made new to gradd again.
+constexpr int first_rounds = 5;
 
 /// Waits for the current stream, where every backward ends (gradd's
 /// post-processing, like the stock engine's, makes it wait for the
@@ -200,6 +215,29 @@ struct summary {
   double p90 = 0;
 };
 
+/// A new structure's first backward, `first_rounds` times on batch `step`:
+/// each round drops gradd's plans and graphs (reset), so that the structure
+/// is new to it again, and times gradd's first backward and the stock
+/// engine's of the same batch, taking turns at going first. Each starts
+/// with no compile or capture in flight. Returns the two medians. Call
+/// last: reset() zeroes gradd's statistics.
+std::pair<double, double> new_structure_firsts(gradd::models::model& model, int64_t step,
+                                               const torch::Device& device) {
+  std::vector<double> gradd_firsts, stock_firsts;
+  for (int r = 0; r < first_rounds; ++r) {
+    gradd::wait_for_compiles();
+    gradd::reset();
+    for (bool with_gradd : {r % 2 == 0, r % 2 != 0}) {
+      gradd::wait_for_compiles();
+      (with_gradd ? gradd_firsts : stock_firsts)
+          .push_back(timed_backward(model, step, with_gradd, device));
+    }
+  }
+  std::sort(gradd_firsts.begin(), gradd_firsts.end());
+  std::sort(stock_firsts.begin(), stock_firsts.end());
+  return {gradd_firsts[first_rounds / 2], stock_firsts[first_rounds / 2]};
+}
+
 summary summarize(std::vector<double> times) {
   std::sort(times.begin(), times.end());
   auto at = [&](double q) { return times[static_cast<size_t>(q * (times.size() - 1))]; };
@@ -236,9 +274,8 @@ int run(const options& o) {
     slowest = std::max(slowest, ms);
     return ms;
   };
-  // One untimed stock backward first: CUDA context, cuBLAS handles and the
-  // caching allocator warm up here, not in whichever engine happens to go first.
-  timed_backward(*model, 0, false, device);
+  for (int i = 0; i < stock_warmups; ++i)
+    timed_backward(*model, 0, false, device);
   double first_ms = step(0, run_gradd);
   // The stock engine's first backward of this structure and shape, CUDA
   // warmed up as for gradd's: what a new structure's first_ms is held to.
@@ -364,6 +401,12 @@ int run(const options& o) {
       std::printf(", \"eager_first_grad_ms\": %.4f, \"eager_median_grad_ms\": %.4f", first,
                   median);
     }
+  }
+  if (o.mode == "both") {
+    auto [gradd_first, stock_first] = new_structure_firsts(*model, o.warmup + o.iters, device);
+    std::printf(", \"first_median_ms\": %.4f, \"eager_first_median_ms\": %.4f, "
+                "\"first_median_ratio\": %.4f",
+                gradd_first, stock_first, gradd_first / stock_first);
   }
   std::printf("}\n");
   return 0;
