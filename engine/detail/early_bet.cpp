@@ -10,6 +10,8 @@
 #include <torch/csrc/autograd/anomaly_mode.h>
 #include <torch/csrc/autograd/functions/basic_ops.h>
 
+#include <algorithm>
+
 namespace gradd::engine::detail {
 
 namespace {
@@ -23,6 +25,8 @@ thread_local cuda::early_bet pending;
 struct placed_walk {
   graph_walk walk;
   std::shared_ptr<const serving_policy> policy;  ///< null: none to adopt
+  /// The edges it was walked from: the hook's GraphRoot must have these.
+  std::vector<std::pair<const torch::autograd::Node*, uint32_t>> roots;
 };
 thread_local placed_walk walked;
 
@@ -50,6 +54,9 @@ cuda::early_bet place(const std::vector<Edge>& roots, const torch::autograd::var
   torch::autograd::GraphRoot root(roots, inputs);
   walk_graph(root, outputs, keep_graph, accumulate_grad, policy->plan_variant, walk);
   walked.policy = policy;
+  walked.roots.clear();
+  for (const auto& e : roots)
+    walked.roots.emplace_back(e.function.get(), e.input_nr);
   if (!config.cuda_graphs.enabled || !config.cuda_graphs.early_launch || !starts_on_cuda(roots))
     return nullptr;
   auto record = state.table
@@ -87,7 +94,13 @@ cuda::early_bet take_early_bet() noexcept {
 
 bool adopt_walk(const serving_policy& policy, torch::autograd::Node& root,
                 graph_walk& into) noexcept {
-  bool made_here = walked.policy.get() == &policy;
+  const auto& edges = root.next_edges();
+  bool made_here = walked.policy.get() == &policy && edges.size() == walked.roots.size()
+                   && std::equal(edges.begin(), edges.end(), walked.roots.begin(),
+                                 [](const Edge& e, const auto& walked_from) {
+                                   return e.function.get() == walked_from.first
+                                          && e.input_nr == walked_from.second;
+                                 });
   walked.policy.reset();
   if (!made_here)
     return false;

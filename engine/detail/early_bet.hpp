@@ -18,9 +18,12 @@
 // graph again: nothing is walked twice, and every backward of a C++
 // process, on the CPU too, takes that path. On the H200 the graph's launch
 // came 20 µs (mlp) and 104 µs (resnet18) closer to the call of backward()
-// (README, Benchmarks). Only where gradd's engine is the default one (C++
-// processes); in a Python process PyTorch's engine stays, and the hook
-// walks and bets itself.
+// (README, Benchmarks). gradd's engine is the default one of a C++
+// process; in a Python process PyTorch's engine stays, and the `gradd`
+// package opens this scope around its engine call (python/native.cpp,
+// engine_entry) for a backward() without inputs, from the root edges
+// PyTorch's engine will get. The hook adopts a walk only where its
+// GraphRoot has the edges the walk started from.
 
 #include "cuda/graph_path.hpp"
 #include "engine/detail/graph_walk.hpp"
@@ -60,7 +63,7 @@ cuda::early_bet take_early_bet() noexcept;
 /// Gives `into` the walk early_bet_scope made of that backward, its root
 /// replaced by `root` (the GraphRoot Engine::execute made: same edges, so
 /// the same walk), and true; false, leaving `into` alone, where no walk was
-/// made under `policy`.
+/// made under `policy` from `root`'s edges.
 bool adopt_walk(const serving_policy& policy, torch::autograd::Node& root,
                 graph_walk& into) noexcept;
 
