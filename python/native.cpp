@@ -5,13 +5,11 @@
 // a backward on another Python thread may be holding a node that does.
 
 #include "config/loader.hpp"
-#include "engine/detail/early_bet.hpp"
 #include "engine/detail/entry_gate.hpp"
 #include "engine/gradd.hpp"
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-#include <torch/csrc/autograd/python_variable.h>
 
 #include <chrono>
 #include <optional>
@@ -66,65 +64,6 @@ private:
   std::optional<Guard> guard_;
 };
 
-/// What gradd's engine does before Engine::execute in a C++ process
-/// (engine/detail/entry_gate.cpp), around PyTorch's engine call: the walk
-/// and the bet (Note [Bets before the engine]), then the gate. A backward()
-/// without inputs is walked from the root edges PyTorch's engine will get
-/// (its tensors' gradient edges, as THPEngine_run_backward takes them);
-/// other backwards only take the gate, and the hook walks them.
-class engine_entry {
-public:
-  engine_entry(const py::object& tensors, const py::object& grads, bool keep_graph,
-               bool create_graph) {
-    std::optional<root_edges> roots;
-    if (!tensors.is_none())
-      roots = edges_of(tensors, grads);
-    py::gil_scoped_release released;  // the gate's holder may need the GIL to reach the hook
-    if (roots)
-      bet_.emplace(roots->edges, roots->grads, keep_graph, create_graph,
-                   /*accumulate_grad=*/true, std::vector<torch::autograd::Edge>{});
-    depth_ = gradd::engine::detail::enter_entry_gate();
-  }
-  void leave() {
-    if (left_)
-      return;
-    left_ = true;
-    gradd::engine::detail::leave_entry_gate(depth_);
-    bet_.reset();
-  }
-
-private:
-  struct root_edges {
-    std::vector<torch::autograd::Edge> edges;
-    torch::autograd::variable_list grads;
-  };
-
-  /// None where an element is not a tensor with a gradient edge: PyTorch's
-  /// engine refuses that backward with its own error.
-  static std::optional<root_edges> edges_of(const py::object& tensors, const py::object& grads) {
-    auto ts = py::reinterpret_borrow<py::sequence>(tensors);
-    auto gs = py::reinterpret_borrow<py::sequence>(grads);
-    if (ts.size() != gs.size())
-      return std::nullopt;
-    root_edges roots;
-    for (size_t i = 0; i < ts.size(); ++i) {
-      py::object t = ts[i], g = gs[i];
-      if (!THPVariable_Check(t.ptr()) || !(g.is_none() || THPVariable_Check(g.ptr())))
-        return std::nullopt;
-      auto edge = torch::autograd::impl::gradient_edge(THPVariable_Unpack(t.ptr()));
-      if (!edge.function)
-        return std::nullopt;
-      roots.edges.push_back(std::move(edge));
-      roots.grads.push_back(g.is_none() ? at::Tensor() : THPVariable_Unpack(g.ptr()));
-    }
-    return roots;
-  }
-
-  std::optional<gradd::engine::detail::early_bet_scope> bet_;
-  int depth_ = 0;
-  bool left_ = false;
-};
-
 gradd::settings settings_from(const std::optional<std::string>& config) {
   return config ? gradd::load_settings(*config) : gradd::default_settings();
 }
@@ -162,13 +101,12 @@ PYBIND11_MODULE(_native, m) {
   }, py::arg("timeout_s") = 30.0);
 
   // Note [Concurrent backwards and libtorch's re-entrancy check]
-  // (engine/detail/entry_gate.hpp): Python backwards take the gate here,
-  // after the walk of Note [Bets before the engine].
-  py::class_<engine_entry>(m, "EngineEntry")
-      .def(py::init<const py::object&, const py::object&, bool, bool>(),
-           py::arg("tensors") = py::none(), py::arg("grads") = py::none(),
-           py::arg("keep_graph") = false, py::arg("create_graph") = false)
-      .def("leave", &engine_entry::leave);
+  // (engine/detail/entry_gate.hpp): Python backwards take the gate here.
+  m.def("enter_gate", [] {
+    py::gil_scoped_release released;  // its holder may need the GIL to get to the hook
+    return gradd::engine::detail::enter_entry_gate();
+  });
+  m.def("leave_gate", &gradd::engine::detail::leave_entry_gate);
 
   py::class_<scope<gradd::enable_guard>>(m, "EnableScope")
       .def(py::init([](const std::optional<std::string>& config) {

@@ -18,12 +18,11 @@
 // graph again: nothing is walked twice, and every backward of a C++
 // process, on the CPU too, takes that path. On the H200 the graph's launch
 // came 20 µs (mlp) and 104 µs (resnet18) closer to the call of backward()
-// (README, Benchmarks). gradd's engine is the default one of a C++
-// process; in a Python process PyTorch's engine stays, and the `gradd`
-// package opens this scope around its engine call (python/native.cpp,
-// engine_entry) for a backward() without inputs, from the root edges
-// PyTorch's engine will get. The hook adopts a walk only where its
-// GraphRoot has the edges the walk started from.
+// (README, Benchmarks). Only where gradd's engine is the default one (C++
+// processes); in a Python process PyTorch's engine stays, and the hook
+// walks and bets itself (walking there from the gradd package's gate was
+// slower: docs/design.md, Bets before the engine). The hook adopts a walk
+// only where its GraphRoot has the edges the walk started from.
 
 #include "cuda/graph_path.hpp"
 #include "engine/detail/graph_walk.hpp"

@@ -63,22 +63,7 @@ _guard_compiled_autograd_setter()
 # when two threads pass it at once. In C++ gradd's default engine holds a
 # gate across it; here PyTorch's engine stays the default, so every Python
 # backward takes that gate around its engine call, and gradd's hook lets
-# it go as soon as it starts: backwards still run concurrently. Before the
-# gate, a backward() without inputs is walked, and its CUDA graph may be
-# launched, as gradd's engine does in C++ (Note [Bets before the engine]).
-_RUN_BACKWARD_ARGS = ("grad_tensors", "keep_graph", "create_graph", "inputs",
-                      "allow_unreachable", "accumulate_grad")
-
-
-def _engine_entry(t_outputs, args, kwargs):
-    named = dict(zip(_RUN_BACKWARD_ARGS, args), **kwargs)
-    if named.get("inputs") or not named.get("accumulate_grad", False):
-        return _native.EngineEntry()
-    return _native.EngineEntry(tuple(t_outputs), tuple(named.get("grad_tensors", ())),
-                               bool(named.get("keep_graph", False)),
-                               bool(named.get("create_graph", False)))
-
-
+# it go as soon as it starts: backwards still run concurrently.
 def _gate_python_backwards() -> None:
     import torch.autograd.graph as graph
 
@@ -86,14 +71,14 @@ def _gate_python_backwards() -> None:
     if getattr(run_backward, "_gradd_gate", False):
         return
 
-    def _engine_run_backward(t_outputs, *args, **kwargs):
+    def _engine_run_backward(*args, **kwargs):
         if not _native.is_enabled():
-            return run_backward(t_outputs, *args, **kwargs)
-        entry = _engine_entry(t_outputs, args, kwargs)
+            return run_backward(*args, **kwargs)
+        depth = _native.enter_gate()
         try:
-            return run_backward(t_outputs, *args, **kwargs)
+            return run_backward(*args, **kwargs)
         finally:
-            entry.leave()
+            _native.leave_gate(depth)
 
     _engine_run_backward._gradd_gate = True
     graph._engine_run_backward = _engine_run_backward

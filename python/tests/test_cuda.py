@@ -42,48 +42,6 @@ def test_cuda_backwards_bitwise(tmp_path, graphs):
     assert (s["graph_backwards"] >= 1) == graphs
 
 
-@cuda
-def test_python_backward_bets_before_the_engine(tmp_path):
-    """A backward() of a steady loop launches its graph before PyTorch's
-    engine starts (Note [Bets before the engine]); autograd.grad, which
-    gradd does not walk there, bets from the hook instead."""
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(),
-                                torch.nn.Linear(64, 8)).cuda()
-    x = torch.randn(32, 64, device="cuda")
-    stock = mlp_step(model, x)
-    keys = ("graph_backwards", "graph_early_launches", "graph_bets_before_engine")
-
-    def counts():
-        s = gradd.stats()
-        return {k: s[k] for k in keys}
-
-    policy = write_policy(tmp_path, SYNC + "cuda_graphs:\n  enabled: true\n  mode: static\n")
-    with gradd.enabled(policy):
-        for _ in range(4):
-            mlp_step(model, x)
-            gradd.wait_for_compiles()
-        before = counts()
-        for _ in range(6):
-            assert all_bits_equal(stock, mlp_step(model, x))
-        steady = {k: v - before[k] for k, v in counts().items()}
-        assert steady["graph_backwards"] == 6
-        assert steady["graph_early_launches"] >= 5
-        assert steady["graph_bets_before_engine"] == steady["graph_early_launches"]
-
-        params = list(model.parameters())
-        for _ in range(4):
-            torch.autograd.grad(model(x).square().mean(), params)
-            gradd.wait_for_compiles()
-        before = counts()
-        for _ in range(4):
-            torch.autograd.grad(model(x).square().mean(), params)
-        by_grad = {k: v - before[k] for k, v in counts().items()}
-        assert by_grad["graph_backwards"] == 4
-        assert by_grad["graph_early_launches"] >= 3
-        assert by_grad["graph_bets_before_engine"] == 0
-
-
 @two_gpus
 def test_ddp_two_nccl_ranks_bitwise(tmp_path, sync_policy):
     train_and_compare(tmp_path, sync_policy, "nccl")
