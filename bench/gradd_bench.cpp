@@ -26,9 +26,11 @@
 // backward (`slowest_ms`), its step (warm-up steps first, from 0) and the
 // CUDA graphs captured by its end (`captures_by_slowest`), and the stock
 // engine's slowest (`eager_slowest_ms`). `--mode both`
-// also measures `peak_ratio`: gradd's peak memory during a backward over the
-// stock engine's (CUDA allocator statistics; on the CPU a counting allocator,
-// installed only for that phase, after the timing). `--grad-ready-times` adds
+// also measures `peak_ratio`: gradd's peak memory during a backward, plus
+// what its CUDA graphs hold (`graph_mb`), over the stock engine's; each peak
+// is above what its backward's start held (`peak_mb`, `eager_peak_mb`; CUDA
+// allocator statistics; on the CPU a counting allocator, installed only for
+// that phase, after the timing). `--grad-ready-times` adds
 // when the first and the median parameter gradient were accumulated, in ms
 // after the backward started, for both engines. `--dump-ir DIR` writes each
 // graph's IR (text and DOT) after capture and after each pass. On CUDA,
@@ -379,9 +381,10 @@ int run(const options& o) {
     // counts towards every backward it serves.
     auto graph_stats = gradd::stats();
     auto graph_bytes = static_cast<int64_t>(graph_stats.graph_bytes);
-    std::printf(", \"peak_ratio\": %.4f, \"graph_mb\": %.1f, \"bound_mb\": %.1f",
-                static_cast<double>(gradd_peak + graph_bytes) / eager_peak, graph_bytes / 1e6,
-                graph_stats.graph_bound_bytes / 1e6);
+    std::printf(", \"peak_ratio\": %.4f, \"peak_mb\": %.1f, \"eager_peak_mb\": %.1f, "
+                "\"graph_mb\": %.1f, \"bound_mb\": %.1f",
+                static_cast<double>(gradd_peak + graph_bytes) / eager_peak, gradd_peak / 1e6,
+                eager_peak / 1e6, graph_bytes / 1e6, graph_stats.graph_bound_bytes / 1e6);
     if (device.is_cuda()) {
       gradd::disable_guard off;
       if (auto floor = gradd::measure::backward_floor_ms(*model, o.warmup + o.iters, 50))

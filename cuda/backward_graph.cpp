@@ -71,7 +71,7 @@ at::Tensor tensor_on(const c10::intrusive_ptr<c10::StorageImpl>& lent, const at:
 }
 
 /// Device memory of the private pool `pool`.
-size_t pool_bytes(c10::MempoolId_t pool) {
+size_t private_pool_bytes(c10::MempoolId_t pool) {
   size_t total = 0;
   for (const auto& segment : c10::cuda::CUDACachingAllocator::snapshot(pool, false).segments)
     if (segment.owner_private_pool_id == pool)
@@ -226,7 +226,8 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   });
   g->stale_reads_harmless_ = g->stale_reads_harmless_ && g->find_index_holders(recording);
 
-  g->bytes_ = pool_bytes(g->pool_);
+  g->pool_bytes_ = private_pool_bytes(g->pool_);
+  g->bytes_ = g->pool_bytes_;
   for (size_t i = 0; i < g->inputs_.size(); ++i)
     if (!g->borrowed_[i] && g->inputs_[i].defined() && !g->inputs_[i].is_meta())
       g->bytes_ += g->inputs_[i].storage().nbytes();

@@ -144,6 +144,9 @@ public:
   /// Device memory the graph holds: copies of inputs and its pool.
   size_t bytes() const noexcept { return bytes_; }
 
+  /// Of bytes(), its pool's: the buffers its kernels write.
+  size_t pool_bytes() const noexcept { return pool_bytes_; }
+
   /// Bytes of inputs a replay reads where they live instead of copying.
   size_t bound_bytes() const noexcept { return bound_bytes_; }
 
@@ -234,6 +237,7 @@ private:
   /// proven launchable early; nullopt where they were not.
   std::optional<int64_t> launchable_at_frees_;
   size_t bytes_ = 0;
+  size_t pool_bytes_ = 0;
   size_t bound_bytes_ = 0;
 };
 

@@ -55,7 +55,10 @@ std::string structure_name(const capture_request& r) {
 void publish(const capture_request& r, std::shared_ptr<backward_graph> graph) {
   auto& cache = graph_cache::instance();
   auto& structure = r.graphs;
-  auto bytes = graph->bytes();
+  auto kib = [](size_t bytes) { return std::to_string(bytes >> 10) + " KiB"; };
+  auto held = kib(graph->bytes()) + ": its pool " + kib(graph->pool_bytes()) + ", copies of inputs "
+              + kib(graph->bytes() - graph->pool_bytes()) + "; " + kib(graph->bound_bytes())
+              + " of inputs read in place";
   std::vector<std::shared_ptr<backward_graph>> evicted;
   {
     std::lock_guard lock(structure->mutex);
@@ -67,8 +70,8 @@ void publish(const capture_request& r, std::shared_ptr<backward_graph> graph) {
   cache.counters.captures.fetch_add(1);
   cache.counters.evictions.fetch_add(evicted.size());
   log(r.level, log_level::info,
-      structure_name(r) + ": CUDA graph captured for a shape (" + std::to_string(bytes >> 10)
-          + " KiB)" + (evicted.empty() ? "" : ", " + std::to_string(evicted.size()) + " evicted"));
+      structure_name(r) + ": CUDA graph captured for a shape (" + held + ")"
+          + (evicted.empty() ? "" : ", " + std::to_string(evicted.size()) + " evicted"));
 }
 
 /// A capture that failed: the structure stays on plans, said once.
