@@ -5,7 +5,9 @@ from its configuration, no downloaded weights) under gradd and on the stock
 engine, interleaved in one process, and prints one JSON line with
 gradd-bench's keys: median_ms, p90_ms, first_ms, plan_backwards,
 graph_backwards, eager_backwards, max_rel_grad_diff, stock_rel_grad_diff,
-and with ``--mode both`` eager_median_ms and ratio (gradd over stock); on
+and with ``--mode both`` eager_median_ms and ratio (gradd over stock),
+eager_first_ms and first_ratio, and the five-round first_median_ms,
+eager_first_median_ms and first_median_ratio; on
 CUDA also floor_ms, the stock engine's backward kernels replayed from one
 CUDA graph, and floor_ratio (gradd over floor), as gradd-bench gives them.
 """
@@ -145,14 +147,44 @@ def backward_floor_ms(model, batch, i, runs=50):
     return statistics.median(times)
 
 
+# Untimed stock backwards first, as in gradd-bench: the device, the
+# allocator and the stock engine's device thread warm up, not an engine.
+STOCK_WARMUPS = 3
+FIRST_ROUNDS = 5
+
+
+def new_structure_firsts(model, batch, step, device):
+    """A new structure's first backward, FIRST_ROUNDS times on batch `step`:
+    reset() makes the structure new to gradd again, and gradd's first
+    backward and the stock engine's of the same batch take turns at going
+    first, each with nothing compiling. Returns the two medians (gradd's,
+    the stock engine's). Call last: reset() zeroes gradd's statistics."""
+    ours, stock = [], []
+    for r in range(FIRST_ROUNDS):
+        gradd.wait_for_compiles()
+        gradd.reset()
+        for with_gradd in (r % 2 == 0, r % 2 != 0):
+            gradd.wait_for_compiles()
+            if with_gradd:
+                ours.append(backward_once(model, batch, step, device))
+            else:
+                with gradd.disabled():
+                    stock.append(backward_once(model, batch, step, device))
+    return statistics.median(ours), statistics.median(stock)
+
+
 def run(args):
     model, batch = make_model(args.model, args.device)
     ours, stock = [], []
     gradd.reset()
     with gradd.enabled(args.config):
         with gradd.disabled():
-            backward_once(model, batch, 0, args.device)  # warms up the device, not an engine
+            for _ in range(STOCK_WARMUPS):
+                backward_once(model, batch, 0, args.device)
         first_ms = backward_once(model, batch, 0, args.device)
+        if args.mode == "both":
+            with gradd.disabled():
+                eager_first_ms = backward_once(model, batch, 0, args.device)
         for i in range(1, args.warmup):
             if args.mode == "both":
                 with gradd.disabled():
@@ -175,6 +207,9 @@ def run(args):
             reference_again = grads(model)
         backward_once(model, batch, last, args.device)
         served = grads(model)
+        if args.mode == "both":
+            first_median_ms, eager_first_median_ms = new_structure_firsts(
+                model, batch, last + 1, args.device)
 
     main = ours if args.mode != "eager" else stock
     main.sort()
@@ -193,6 +228,11 @@ def run(args):
     if args.mode == "both":
         line["eager_median_ms"] = round(statistics.median(stock), 4)
         line["ratio"] = round(line["median_ms"] / line["eager_median_ms"], 4)
+        line["eager_first_ms"] = round(eager_first_ms, 4)
+        line["first_ratio"] = round(first_ms / eager_first_ms, 4)
+        line["first_median_ms"] = round(first_median_ms, 4)
+        line["eager_first_median_ms"] = round(eager_first_median_ms, 4)
+        line["first_median_ratio"] = round(first_median_ms / eager_first_median_ms, 4)
         if args.device == "cuda":
             line["floor_ms"] = round(backward_floor_ms(model, batch, last), 4)
             line["floor_ratio"] = round(line["median_ms"] / line["floor_ms"], 4)

@@ -45,7 +45,8 @@ def test_bench_cli_prints_gradd_bench_keys():
     line = json.loads(out.stdout.strip().splitlines()[-1])
     for key in ("model", "device", "mode", "median_ms", "p90_ms", "first_ms", "plan_backwards",
                 "graph_backwards", "eager_backwards", "max_rel_grad_diff", "stock_rel_grad_diff",
-                "eager_median_ms", "ratio"):
+                "eager_median_ms", "ratio", "eager_first_ms", "first_ratio", "first_median_ms",
+                "eager_first_median_ms", "first_median_ratio"):
         assert key in line
     assert line["plan_backwards"] == 3 and line["max_rel_grad_diff"] == 0
 
