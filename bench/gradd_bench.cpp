@@ -217,6 +217,12 @@ struct summary {
   double p90 = 0;
 };
 
+summary summarize(std::vector<double> times) {
+  std::sort(times.begin(), times.end());
+  auto at = [&](double q) { return times[static_cast<size_t>(q * (times.size() - 1))]; };
+  return {at(0.5), at(0.9)};
+}
+
 /// A new structure's first backward, `first_rounds` times on batch `step`:
 /// each round drops gradd's plans and graphs (reset), so that the structure
 /// is new to it again, and times gradd's first backward and the stock
@@ -235,15 +241,7 @@ std::pair<double, double> new_structure_firsts(gradd::models::model& model, int6
           .push_back(timed_backward(model, step, with_gradd, device));
     }
   }
-  std::sort(gradd_firsts.begin(), gradd_firsts.end());
-  std::sort(stock_firsts.begin(), stock_firsts.end());
-  return {gradd_firsts[first_rounds / 2], stock_firsts[first_rounds / 2]};
-}
-
-summary summarize(std::vector<double> times) {
-  std::sort(times.begin(), times.end());
-  auto at = [&](double q) { return times[static_cast<size_t>(q * (times.size() - 1))]; };
-  return {at(0.5), at(0.9)};
+  return {summarize(gradd_firsts).median, summarize(stock_firsts).median};
 }
 
 /// Runs the benchmark `o` describes and prints its JSON line.

@@ -32,63 +32,18 @@
 
 #include "cuda/bound_inputs.hpp"
 
+#include "cuda/driver_calls.hpp"
+
 #include <c10/cuda/CUDAException.h>
-#include <cuda.h>
-#include <cudaTypedefs.h>
 
 #include <algorithm>
 #include <cstring>
 #include <optional>
-#include <type_traits>
 #include <unordered_map>
 
 namespace gradd::cuda {
 
 namespace {
-
-/// The driver calls gradd needs that the runtime does not offer, from the
-/// driver libtorch already loaded.
-struct driver_calls {
-  PFN_cuGraphKernelNodeGetParams_v12000 node_arguments = nullptr;
-  PFN_cuGraphExecKernelNodeSetParams_v12000 set_node_arguments = nullptr;
-  PFN_cuFuncGetParamInfo_v12040 function_argument = nullptr;
-  PFN_cuKernelGetParamInfo_v12040 kernel_argument = nullptr;
-  // A kernel's dynamic shared memory limit (set_in says why).
-  PFN_cuFuncGetAttribute_v2020 function_attribute = nullptr;
-  PFN_cuKernelGetAttribute_v12000 kernel_attribute = nullptr;
-  PFN_cuFuncSetAttribute_v9000 set_function_attribute = nullptr;
-  PFN_cuKernelSetAttribute_v12000 set_kernel_attribute = nullptr;
-
-  bool complete() const noexcept {
-    return node_arguments && set_node_arguments && function_argument && kernel_argument;
-  }
-};
-
-const driver_calls& driver() {
-  static const driver_calls calls = [] {
-    driver_calls c;
-    auto load = [](const char* name, auto& call, unsigned version) {
-      void* address = nullptr;
-      cudaDriverEntryPointQueryResult status{};
-      if (cudaGetDriverEntryPointByVersion(name, &address, version, cudaEnableDefault, &status)
-              == cudaSuccess
-          && status == cudaDriverEntryPointSuccess)
-        call = reinterpret_cast<std::remove_reference_t<decltype(call)>>(address);
-      else
-        (void)cudaGetLastError();
-    };
-    load("cuGraphKernelNodeGetParams", c.node_arguments, 12000);
-    load("cuGraphExecKernelNodeSetParams", c.set_node_arguments, 12000);
-    load("cuFuncGetParamInfo", c.function_argument, 12040);
-    load("cuKernelGetParamInfo", c.kernel_argument, 12040);
-    load("cuFuncGetAttribute", c.function_attribute, 2020);
-    load("cuKernelGetAttribute", c.kernel_attribute, 12000);
-    load("cuFuncSetAttribute", c.set_function_attribute, 9000);
-    load("cuKernelSetAttribute", c.set_kernel_attribute, 12000);
-    return c;
-  }();
-  return calls;
-}
 
 /// The inputs by how far their buffer moved from the graph to its twin.
 class shift_index {
@@ -235,7 +190,7 @@ bound_inputs bound_inputs::find(cudaGraph_t graph, cudaGraph_t twin,
     return std::move(found);
   };
   const auto& calls = driver();
-  if (!calls.complete())
+  if (!calls.rebinds())
     return refuse("the CUDA driver lacks cuFuncGetParamInfo (CUDA 12.4)");
 
   shift_index moved_by(buffers);

@@ -5,12 +5,11 @@
 #include "actors/actor_system.hpp"
 #include "config/log.hpp"
 #include "cuda/backward_graph.hpp"
+#include "cuda/driver_calls.hpp"
 #include "cuda/graph_cache.hpp"
 
 #include <c10/cuda/CUDAGuard.h>
 #include <caf/all.hpp>
-#include <cuda.h>
-#include <cuda_runtime.h>
 
 #include <condition_variable>
 #include <map>
@@ -52,18 +51,9 @@ struct intake {
 /// Whether CUDA loads a kernel's module at its first launch
 /// (CUDA_MODULE_LOADING=LAZY, CUDA's default).
 bool modules_load_lazily() {
-  void* address = nullptr;
-  cudaDriverEntryPointQueryResult status{};
-  if (cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &address, 11070, cudaEnableDefault,
-                                       &status)
-          != cudaSuccess
-      || status != cudaDriverEntryPointSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
   CUmoduleLoadingMode mode{};
-  return reinterpret_cast<CUresult (*)(CUmoduleLoadingMode*)>(address)(&mode) == CUDA_SUCCESS
-         && mode == CU_MODULE_LAZY_LOADING;
+  auto loading_mode = driver().module_loading_mode;
+  return loading_mode && loading_mode(&mode) == CUDA_SUCCESS && mode == CU_MODULE_LAZY_LOADING;
 }
 
 /// Said once per process, at its first capture (docs/design.md, Known gaps:
