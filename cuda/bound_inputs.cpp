@@ -124,24 +124,6 @@ int shared_memory_limit(const CUDA_KERNEL_NODE_PARAMS& kernel) {
   return limit;
 }
 
-/// Raises the kernel's dynamic shared memory limit to what the node
-/// launches with, where it is lower now; whether it did.
-bool raise_shared_memory_limit(const CUDA_KERNEL_NODE_PARAMS& kernel) {
-  int limit = shared_memory_limit(kernel);
-  if (limit < 0 || kernel.sharedMemBytes <= static_cast<unsigned>(limit))
-    return false;
-  int bytes = static_cast<int>(kernel.sharedMemBytes);
-  int device = 0;
-  const auto& calls = driver();
-  if (kernel.func)
-    return calls.set_function_attribute
-           && calls.set_function_attribute(kernel.func, shared_memory_limit_attribute, bytes)
-                  == CUDA_SUCCESS;
-  return calls.set_kernel_attribute && cudaGetDevice(&device) == cudaSuccess
-         && calls.set_kernel_attribute(shared_memory_limit_attribute, bytes, kernel.kern, device)
-                == CUDA_SUCCESS;
-}
-
 /// A refused kernel node's shared memory, for the log.
 std::string shared_memory_of(const CUDA_KERNEL_NODE_PARAMS& kernel) {
   int limit = shared_memory_limit(kernel);
@@ -164,13 +146,10 @@ struct bound_inputs::node_arguments {
   int set_in(cudaGraphExec_t exec) const {
     if (is_copy)
       return static_cast<int>(cudaGraphExecMemcpyNodeSetParams(exec, node, &copy));
-    auto status = driver().set_node_arguments(exec, node, &kernel);
-    // A library may set its kernel's shared memory limit for each launch
-    // (cuDNN), lowering it below what this node was captured with; the
-    // driver then refuses the node's own launch as invalid.
-    if (status == CUDA_ERROR_INVALID_VALUE && raise_shared_memory_limit(kernel))
-      status = driver().set_node_arguments(exec, node, &kernel);
-    return static_cast<int>(status);
+    // A refusal is not mended by raising the kernel's shared memory limit:
+    // that limit belongs to the library that launches the kernel (Note
+    // [Bound inputs]: a raise ended a convnet's shape sweep in cuDNN).
+    return static_cast<int>(driver().set_node_arguments(exec, node, &kernel));
   }
 };
 

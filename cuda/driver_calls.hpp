@@ -14,11 +14,9 @@ struct driver_calls {
   PFN_cuGraphExecKernelNodeSetParams_v12000 set_node_arguments = nullptr;
   PFN_cuFuncGetParamInfo_v12040 function_argument = nullptr;
   PFN_cuKernelGetParamInfo_v12040 kernel_argument = nullptr;
-  // A kernel's dynamic shared memory limit (bound_inputs.cpp says why).
+  // A kernel's dynamic shared memory limit, read for a refusal's message.
   PFN_cuFuncGetAttribute_v2020 function_attribute = nullptr;
   PFN_cuKernelGetAttribute_v12000 kernel_attribute = nullptr;
-  PFN_cuFuncSetAttribute_v9000 set_function_attribute = nullptr;
-  PFN_cuKernelSetAttribute_v12000 set_kernel_attribute = nullptr;
   // Whether kernels load lazily (stream_actor.cpp).
   PFN_cuModuleGetLoadingMode_v11070 module_loading_mode = nullptr;
 

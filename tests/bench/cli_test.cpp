@@ -1,7 +1,7 @@
 // gradd-bench's command line, run as a child process: usage, refusals and
 // policies, each with its exit code and message, within a time bound.
 
-#include "child_process.hpp"
+#include "bench/run_bench.hpp"
 #include "config/policy_files.hpp"
 
 #include <catch2/catch.hpp>
@@ -14,19 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace {
-
-/// Runs gradd-bench with `args`, in this environment without GRADD_CONFIG
-/// and with `env` added, for at most `bound`.
-gradd::test::child_result run_bench(std::vector<std::string> args,
-                                    std::vector<std::string> env = {},
-                                    std::chrono::seconds bound = std::chrono::seconds(120)) {
-  args.insert(args.begin(), GRADD_BENCH_PATH);
-  env.insert(env.begin(), "GRADD_CONFIG");
-  return gradd::test::run_child(args, bound, env);
-}
-
-} // namespace
+using gradd::test::run_bench;
 
 TEST_CASE("gradd-bench refuses a bad command line with exit code 2 and says why",
           "[bench][cli]") {

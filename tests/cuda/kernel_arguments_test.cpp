@@ -4,14 +4,13 @@
 //   kernel with a padding may be) must read the live tensor on every
 //   replay: such a pointer is found by how it moved between the graph and
 //   its twin, not by where it points;
-// - a kernel's dynamic shared memory limit belongs to the kernel, not to a
-//   launch: a library that sets it before each launch (cuDNN) lowers it
-//   for a small launch below what a graph captured from a larger one asked
-//   for, and the driver then refuses that node's new arguments.
-//   bound_inputs raises the limit again and sets them (stop 21's suspect
-//   for resnet18's refusals). Without the raise the graph served 2
-//   backwards of 7 on the H200 (driver 580): every bind after the first
-//   lowered limit was refused, and the plan served.
+// - a kernel's dynamic shared memory limit belongs to the kernel and to
+//   the library that launches it, not to a graph: where a library lowers it
+//   below what a captured node asks for, the driver refuses that node's new
+//   arguments, and the plan serves. gradd does not raise the limit back:
+//   stop 22 did, and on the H200 such a raise lowered the limit cuDNN had
+//   set for its batch-norm backward (lazy module loading), whose next
+//   launches failed on every thread (docs/design.md, Known gaps).
 
 #include "cuda/graph_loop.hpp"
 
@@ -48,23 +47,23 @@ TEST_CASE("a kernel handed its input's address moved back reads the live tensor"
   CHECK(s.graph_bound_bytes >= both_saved_bytes);
 }
 
-TEST_CASE("a graph node is pointed at moved inputs after its kernel's shared memory limit was lowered",
+TEST_CASE("a refused rebind leaves the kernel's shared memory limit to its library",
           "[cuda][graphs]") {
   if (!gradd::test::have_cuda())
     return;
   // From step 2 on the limit is lowered before each step, as a smaller
-  // launch elsewhere would; where the step's tensors moved, the replay
-  // rewrites the node under it. (The limit the runtime's
-  // cudaFuncGetAttributes reported stayed 0 after the driver's raise, so
-  // the limit itself is not checked.)
+  // launch elsewhere would, and the kernel raises it itself when it runs.
+  // The graph serves steps 1 and 2; step 3's tensors moved, its rebind is
+  // refused under the lowered limit, and from then on every bind is (it
+  // rewrites every node): the plan serves, bitwise. Raising the limit to
+  // the node's need would let the graph serve all 7.
   const std::vector<bool> moves{false, false, false, true, false, true, false, true};
   auto s = gradd::test::run_square_loop<twice_staged>(moves, [](size_t step) {
     if (step >= 2)
       gradd::test::limit_staging(0);
   });
-  CHECK(s.graph_backwards == moves.size() - 1);  // the first is recorded for the capture
+  CHECK(s.graph_backwards == 2);
   CHECK(s.graph_bound_bytes >= both_saved_bytes);
-  CHECK(s.graph_rewrites >= 2 * 3);  // both, at each of the three moves
 }
 #else
 TEST_CASE("the CUDA graph cases with test kernels of their own", "[cuda][graphs]") {

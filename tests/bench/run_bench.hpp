@@ -1,0 +1,22 @@
+#pragma once
+
+// gradd-bench, the one just built, run as a child process.
+
+#include "child_process.hpp"
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace gradd::test {
+
+/// Runs gradd-bench with `args`, in this environment without GRADD_CONFIG
+/// and with `env` added, for at most `bound`.
+inline child_result run_bench(std::vector<std::string> args, std::vector<std::string> env = {},
+                              std::chrono::seconds bound = std::chrono::seconds(120)) {
+  args.insert(args.begin(), GRADD_BENCH_PATH);
+  env.insert(env.begin(), "GRADD_CONFIG");
+  return run_child(args, bound, env);
+}
+
+} // namespace gradd::test
