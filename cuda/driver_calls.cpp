@@ -27,7 +27,6 @@ const driver_calls& driver() {
     load("cuKernelGetParamInfo", c.kernel_argument, 12040);
     load("cuFuncGetAttribute", c.function_attribute, 2020);
     load("cuKernelGetAttribute", c.kernel_attribute, 12000);
-    load("cuModuleGetLoadingMode", c.module_loading_mode, 11070);
     return c;
   }();
   return calls;

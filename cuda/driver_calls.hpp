@@ -17,8 +17,6 @@ struct driver_calls {
   // A kernel's dynamic shared memory limit, read for a refusal's message.
   PFN_cuFuncGetAttribute_v2020 function_attribute = nullptr;
   PFN_cuKernelGetAttribute_v12000 kernel_attribute = nullptr;
-  // Whether kernels load lazily (stream_actor.cpp).
-  PFN_cuModuleGetLoadingMode_v11070 module_loading_mode = nullptr;
 
   /// Whether a graph's kernel arguments can be read and rewritten.
   bool rebinds() const noexcept {

@@ -5,7 +5,6 @@
 #include "actors/actor_system.hpp"
 #include "config/log.hpp"
 #include "cuda/backward_graph.hpp"
-#include "cuda/driver_calls.hpp"
 #include "cuda/graph_cache.hpp"
 
 #include <c10/cuda/CUDAGuard.h>
@@ -47,27 +46,6 @@ struct intake {
     return *the_intake;
   }
 };
-
-/// Whether CUDA loads a kernel's module at its first launch
-/// (CUDA_MODULE_LOADING=LAZY, CUDA's default).
-bool modules_load_lazily() {
-  CUmoduleLoadingMode mode{};
-  auto loading_mode = driver().module_loading_mode;
-  return loading_mode && loading_mode(&mode) == CUDA_SUCCESS && mode == CU_MODULE_LAZY_LOADING;
-}
-
-/// Said once per process, at its first capture (docs/design.md, Known gaps:
-/// a convolutional model's shape sweep).
-void warn_if_modules_load_lazily(log_level level) {
-  static std::once_flag once;
-  std::call_once(once, [level] {
-    if (modules_load_lazily())
-      log(level, log_level::warning,
-          "CUDA loads kernels lazily (CUDA_MODULE_LOADING is not EAGER): with cuda_graphs, a "
-          "model with batch norm whose shapes change has failed in cuDNN while a graph was "
-          "captured, and CUDA_MODULE_LOADING=EAGER avoided it (docs/design.md, Known gaps)");
-  });
-}
 
 std::string structure_name(const capture_request& r) {
   return "graph " + std::to_string(r.structure);
@@ -162,7 +140,6 @@ bool request_capture(std::shared_ptr<capture_request> request) {
     auto key = std::make_pair(request->stream.device_index(), request->stream.id());
     auto& slot = in.actors[key];
     if (!slot) {
-      warn_if_modules_load_lazily(request->level);
       auto side = c10::cuda::getStreamFromPool(false, request->stream.device_index());
       slot = actors::process_actor_system().spawn<caf::detached>(stream_stage, side);
     }
