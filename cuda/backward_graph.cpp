@@ -217,13 +217,14 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   }
   g->results_ = std::move(outputs.results);
   // The twin of Note [Bound inputs], in a pool of its own that goes with it.
-  g->bind_inputs(side, request.level, [&](const std::vector<at::Tensor>& inputs) {
-    auto scratch = at::cuda::graph_pool_handle();
-    auto release = c10::make_scope_exit(
-        [&] { c10::cuda::CUDACachingAllocator::releasePool(g->device_, scratch); });
-    return graph_handle(capture_program(recording, nodes, inputs, options, scratch, side).graph,
-                        &cudaGraphDestroy);
-  });
+  if (request.bind_inputs)
+    g->bind_inputs(side, request.level, [&](const std::vector<at::Tensor>& inputs) {
+      auto scratch = at::cuda::graph_pool_handle();
+      auto release = c10::make_scope_exit(
+          [&] { c10::cuda::CUDACachingAllocator::releasePool(g->device_, scratch); });
+      return graph_handle(capture_program(recording, nodes, inputs, options, scratch, side).graph,
+                          &cudaGraphDestroy);
+    });
   g->stale_reads_harmless_ = g->stale_reads_harmless_ && g->find_index_holders(recording);
 
   g->pool_bytes_ = private_pool_bytes(g->pool_);
@@ -262,6 +263,11 @@ backward_graph::~backward_graph() {
     cudaGraphDestroy(graph_);
   if (pool_ != c10::MempoolId_t{0, 0})
     c10::cuda::CUDACachingAllocator::releasePool(device_, pool_);
+}
+
+std::string backward_graph::rebind_refusal() {
+  std::lock_guard lock(replaying_);
+  return rebind_refusal_;
 }
 
 backward_graph::fit backward_graph::fit_of(const std::vector<at::Tensor>& live) const {
@@ -361,9 +367,10 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
   size_t rewritten = 0;
   if (binds) {
     auto rewrites = bound_.bind(exec_, sources);
-    if (!rewrites) {  // the plan serves this backward; the next bind rewrites all
+    if (!rewrites) {  // the plan serves this backward; the graph is dropped (graph_path.cpp)
       if (early)
         counters.early_misses.fetch_add(1, std::memory_order_relaxed);
+      rebind_refusal_ = bound_.refusal();
       return std::nullopt;
     }
     rewritten = *rewrites;

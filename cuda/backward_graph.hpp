@@ -65,6 +65,9 @@ struct capture_request {
   std::string passes;      ///< passes.pipeline, run on the recording first
   uint32_t delay_ms = 0;   ///< compile.delay_ms: the capture waits this long first
   uint32_t max_graphs = 8; ///< cuda_graphs.max_graphs of the structure
+  /// Whether the graph may read inputs where they live (Note [Bound
+  /// inputs]); not where the driver refused an earlier graph's rebind.
+  bool bind_inputs = true;
   log_level level = log_level::warning;
 };
 
@@ -134,7 +137,8 @@ public:
   /// it launches again only if an input moved since. With `bets_on`, the
   /// nodes `live` was lifted from (cuda_graphs.early_launch), it notes
   /// whether the next backward may launch early. Returns nullopt, doing
-  /// nothing, if another thread is replaying this graph right now.
+  /// nothing, if another thread is replaying this graph right now, or if
+  /// the driver refused to point it at moved inputs (rebind_refusal()).
   std::optional<torch::autograd::variable_list> replay(const std::vector<at::Tensor>& live,
                                                        c10::cuda::CUDAStream stream,
                                                        grad_hand_out hand_out,
@@ -149,6 +153,10 @@ public:
 
   /// Bytes of inputs a replay reads where they live instead of copying.
   size_t bound_bytes() const noexcept { return bound_bytes_; }
+
+  /// The node whose new arguments the driver refused at a replay; "" while
+  /// it refused none. Such a graph cannot follow its inputs any more.
+  std::string rebind_refusal();
 
 private:
   /// A leaf's gradient as the graph writes it.
@@ -217,8 +225,9 @@ private:
   bound_inputs bound_;
   std::vector<lent_storage> lent_;
   std::vector<at::Tensor> results_;
-  std::mutex replaying_;
+  std::mutex replaying_;  ///< guards the replay state below, rebind_refusal_ too
   std::optional<at::cuda::CUDAEvent> replayed_;
+  std::string rebind_refusal_;
   /// A bound integer input, which an early launch reads live: an index
   /// read stale sends a kernel out of bounds (Note [Early launch]).
   struct index_holder {

@@ -109,6 +109,25 @@ std::shared_ptr<backward_graph> graph_to_bet_on(structure_graphs& s) {
   return it != s.shapes.end() ? it->second.graph : nullptr;
 }
 
+/// A graph the driver would not point at moved inputs (a kernel node whose
+/// shared memory its kernel does not allow now: Known gaps, design.md)
+/// cannot follow them any more: the shape is captured again when next
+/// seen, its inputs copied.
+void capture_again_copying(const graph_call& c, structure_graphs& s, uint64_t shape,
+                           const std::shared_ptr<backward_graph>& graph, const std::string& why) {
+  {
+    std::lock_guard lock(s.mutex);
+    auto it = s.shapes.find(shape);
+    if (it == s.shapes.end() || it->second.graph != graph)
+      return;  // another backward dropped it first
+    s.shapes.erase(it);
+    s.copied_shapes.insert(shape);
+  }
+  log(c.config.logging.level, log_level::info,
+      "graph " + std::to_string(c.structure) + ": the CUDA driver refused a replay's new arguments ("
+          + why + "); this shape's next graph copies its inputs");
+}
+
 /// When a graph hit finished its walk and began its lift; an early launch
 /// (Note [Early launch]) lies between the two.
 struct hit_times {
@@ -145,8 +164,11 @@ std::optional<variable_list> replay(const graph_call& c, structure_graphs& s, ui
   auto results = graph->replay(live, c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, stream),
                                c.config.cuda_graphs.hand_out, std::move(early),
                                c.config.cuda_graphs.early_launch ? &backward : nullptr);
-  if (!results)
+  if (!results) {
+    if (auto why = graph->rebind_refusal(); !why.empty())
+      capture_again_copying(c, s, shape, graph, why);
     return std::nullopt;
+  }
   c.task.leaf_streams.emplace(stream);
   counters.graph_backwards.fetch_add(1, std::memory_order_relaxed);
   return results;
@@ -189,6 +211,10 @@ variable_list plan_then_capture(const graph_call& c,
   request->passes = c.config.passes.effective_pipeline();
   request->delay_ms = c.config.compile.delay_ms;
   request->max_graphs = c.config.cuda_graphs.max_graphs;
+  {
+    std::lock_guard lock(s.mutex);
+    request->bind_inputs = !s.copied_shapes.count(shape);
+  }
   request->level = c.config.logging.level;
   if (request_capture(std::move(request))) {
     graph_cache::instance().counters.recordings.fetch_add(1, std::memory_order_relaxed);
