@@ -265,9 +265,8 @@ backward_graph::~backward_graph() {
     c10::cuda::CUDACachingAllocator::releasePool(device_, pool_);
 }
 
-std::string backward_graph::rebind_refusal() {
-  std::lock_guard lock(replaying_);
-  return rebind_refusal_;
+const std::string* backward_graph::rebind_refusal() const noexcept {
+  return rebind_refused_.load(std::memory_order_acquire) ? &rebind_refusal_ : nullptr;
 }
 
 backward_graph::fit backward_graph::fit_of(const std::vector<at::Tensor>& live) const {
@@ -370,7 +369,10 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
     if (!rewrites) {  // the plan serves this backward; the graph is dropped (graph_path.cpp)
       if (early)
         counters.early_misses.fetch_add(1, std::memory_order_relaxed);
-      rebind_refusal_ = bound_.refusal();
+      if (!rebind_refused_.load(std::memory_order_relaxed)) {
+        rebind_refusal_ = bound_.refusal();
+        rebind_refused_.store(true, std::memory_order_release);
+      }
       return std::nullopt;
     }
     rewritten = *rewrites;

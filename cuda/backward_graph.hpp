@@ -21,6 +21,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/autograd/function.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -154,9 +155,10 @@ public:
   /// Bytes of inputs a replay reads where they live instead of copying.
   size_t bound_bytes() const noexcept { return bound_bytes_; }
 
-  /// The node whose new arguments the driver refused at a replay; "" while
-  /// it refused none. Such a graph cannot follow its inputs any more.
-  std::string rebind_refusal();
+  /// The node whose new arguments the driver first refused at a replay;
+  /// nullptr while it refused none. Such a graph cannot follow its inputs
+  /// any more. Takes no lock: a busy graph's caller must not wait.
+  const std::string* rebind_refusal() const noexcept;
 
 private:
   /// A leaf's gradient as the graph writes it.
@@ -225,9 +227,11 @@ private:
   bound_inputs bound_;
   std::vector<lent_storage> lent_;
   std::vector<at::Tensor> results_;
-  std::mutex replaying_;  ///< guards the replay state below, rebind_refusal_ too
+  std::mutex replaying_;
   std::optional<at::cuda::CUDAEvent> replayed_;
+  /// Written once, under replaying_, before rebind_refused_ is set; never after.
   std::string rebind_refusal_;
+  std::atomic<bool> rebind_refused_{false};
   /// A bound integer input, which an early launch reads live: an index
   /// read stale sends a kernel out of bounds (Note [Early launch]).
   struct index_holder {

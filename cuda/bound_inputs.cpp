@@ -147,8 +147,8 @@ struct bound_inputs::node_arguments {
     if (is_copy)
       return static_cast<int>(cudaGraphExecMemcpyNodeSetParams(exec, node, &copy));
     // A refusal is not mended by raising the kernel's shared memory limit:
-    // that limit belongs to the library that launches the kernel (Note
-    // [Bound inputs]: a raise ended a convnet's shape sweep in cuDNN).
+    // that limit belongs to the library that launches the kernel (a raise
+    // ended a convnet's shape sweep in cuDNN: docs/design.md, Known gaps).
     return static_cast<int>(driver().set_node_arguments(exec, node, &kernel));
   }
 };

@@ -165,8 +165,8 @@ std::optional<variable_list> replay(const graph_call& c, structure_graphs& s, ui
                                c.config.cuda_graphs.hand_out, std::move(early),
                                c.config.cuda_graphs.early_launch ? &backward : nullptr);
   if (!results) {
-    if (auto why = graph->rebind_refusal(); !why.empty())
-      capture_again_copying(c, s, shape, graph, why);
+    if (const auto* why = graph->rebind_refusal())
+      capture_again_copying(c, s, shape, graph, *why);
     return std::nullopt;
   }
   c.task.leaf_streams.emplace(stream);
@@ -175,10 +175,11 @@ std::optional<variable_list> replay(const graph_call& c, structure_graphs& s, ui
 }
 
 /// Serves the backward with its plan, keeping its saved variables for the
-/// recording, then asks the stream actor for a graph of this shape.
+/// recording, then asks the stream actor for a graph of this shape (one
+/// that reads inputs where they live if `bind_inputs`).
 variable_list plan_then_capture(const graph_call& c,
                                 const std::shared_ptr<structure_graphs>& graphs, uint64_t shape,
-                                c10::Stream stream,
+                                bool bind_inputs, c10::Stream stream,
                                 std::shared_ptr<ca::AutogradCompilerCall> lifted) {
   auto& s = *graphs;
   functional::graph backward;
@@ -211,10 +212,7 @@ variable_list plan_then_capture(const graph_call& c,
   request->passes = c.config.passes.effective_pipeline();
   request->delay_ms = c.config.compile.delay_ms;
   request->max_graphs = c.config.cuda_graphs.max_graphs;
-  {
-    std::lock_guard lock(s.mutex);
-    request->bind_inputs = !s.copied_shapes.count(shape);
-  }
+  request->bind_inputs = bind_inputs;
   request->level = c.config.logging.level;
   if (request_capture(std::move(request))) {
     graph_cache::instance().counters.recordings.fetch_add(1, std::memory_order_relaxed);
@@ -324,6 +322,7 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
     }
 
   std::shared_ptr<backward_graph> graph;
+  bool bind_inputs = true;
   {
     std::lock_guard lock(structure->mutex);
     structure->steady = *shape == structure->last_shape;
@@ -341,13 +340,14 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
       if (cache.counters.bytes.load() >= int64_t{policy.memory_limit_mb} << 20)
         return std::nullopt;
       structure->shapes[*shape];  // being captured
+      bind_inputs = !structure->copied_shapes.count(*shape);
     }
   }
   if (graph != bet)
     early.reset();  // a lost bet: its outputs are abandoned
   if (graph)
     return replay(c, *structure, *shape, graph, live, *stream, times, std::move(early));
-  return plan_then_capture(c, structure, *shape, *stream, std::move(call));
+  return plan_then_capture(c, structure, *shape, bind_inputs, *stream, std::move(call));
 }
 
 void add_graph_statistics(statistics& s) {
