@@ -36,7 +36,8 @@
 // graph's IR (text and DOT) after capture and after each pass. On CUDA,
 // `--mode both` adds `floor_ms`, the stock engine's backward kernels replayed
 // from one CUDA graph (bench/backward_floor.hpp), and `floor_ratio`, gradd's
-// median over it. `--trace FILE` writes a kernel timeline (Chrome trace,
+// median over it; with `--shapes sweep` each batch size has its floor, and
+// `floor_ratio` is the median of each timed step's time over its own. `--trace FILE` writes a kernel timeline (Chrome trace,
 // bench/kernel_trace.hpp) of `traced_steps` more steps after the timed
 // ones, each engine's backward in turn, gradd's first;
 // bench/trace_summary.py says where each backward's time went.
@@ -244,6 +245,40 @@ std::pair<double, double> new_structure_firsts(gradd::models::model& model, int6
   return {summarize(gradd_firsts).median, summarize(stock_firsts).median};
 }
 
+/// The floor of timed steps, and their median time over it.
+struct step_floor {
+  double ms = 0;
+  double ratio = 0;
+};
+
+/// The floor (bench/backward_floor.hpp) of the steps timed as `times`, the
+/// first of them step `first_step`: one shape's, or with `shape_sweep` each
+/// batch size's, a step held to the floor of its own shape. With a sweep
+/// `ms` is the median of the steps' floors and `ratio` the median of each
+/// step's time over its floor: a median over four batch sizes falls
+/// between two of them. Nullopt without the CUDA toolkit's headers.
+std::optional<step_floor> floor_of_steps(gradd::models::model& model, int64_t first_step,
+                                         const std::vector<double>& times, bool shape_sweep) {
+  gradd::disable_guard off;
+  int64_t shapes = shape_sweep ? sweep_batch_sizes : 1;
+  int64_t after = first_step + static_cast<int64_t>(times.size());
+  std::vector<double> floor_of_shape(shapes);  // by step % shapes
+  for (int64_t step = after; step < after + shapes; ++step) {
+    auto floor = gradd::measure::backward_floor_ms(model, step, 50);
+    if (!floor)
+      return std::nullopt;
+    floor_of_shape[step % shapes] = *floor;
+  }
+  if (!shape_sweep)
+    return step_floor{floor_of_shape[0], summarize(times).median / floor_of_shape[0]};
+  std::vector<double> floors, ratios;
+  for (size_t i = 0; i < times.size(); ++i) {
+    floors.push_back(floor_of_shape[(first_step + static_cast<int64_t>(i)) % shapes]);
+    ratios.push_back(times[i] / floors.back());
+  }
+  return step_floor{summarize(floors).median, summarize(ratios).median};
+}
+
 /// Runs the benchmark `o` describes and prints its JSON line.
 int run(const options& o) {
   torch::Device device = o.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
@@ -384,9 +419,8 @@ int run(const options& o) {
                 static_cast<double>(gradd_peak + graph_bytes) / eager_peak, gradd_peak / 1e6,
                 eager_peak / 1e6, graph_bytes / 1e6, graph_stats.graph_bound_bytes / 1e6);
     if (device.is_cuda()) {
-      gradd::disable_guard off;
-      if (auto floor = gradd::measure::backward_floor_ms(*model, o.warmup + o.iters, 50))
-        std::printf(", \"floor_ms\": %.4f, \"floor_ratio\": %.4f", *floor, s.median / *floor);
+      if (auto floor = floor_of_steps(*model, o.warmup, gradd_times, shape_sweep))
+        std::printf(", \"floor_ms\": %.4f, \"floor_ratio\": %.4f", floor->ms, floor->ratio);
       else
         std::cerr << "gradd-bench: built without the CUDA toolkit's headers: no floor_ms\n";
     }

@@ -12,6 +12,7 @@
 
 #include "config/settings.hpp"
 #include "cuda/bound_inputs.hpp"
+#include "cuda/lift_alone.hpp"
 #include "engine/functional/graph.hpp"
 #include "engine/functional/recording.hpp"
 
@@ -70,13 +71,6 @@ struct capture_request {
   /// inputs]); not where the driver refused an earlier graph's rebind.
   bool bind_inputs = true;
   log_level level = log_level::warning;
-};
-
-/// A backward's nodes in walk order and its structure's node table: what
-/// lifts them.
-struct backward_nodes {
-  const std::vector<torch::autograd::Node*>& nodes;
-  const compiler::graph& table;
 };
 
 /// A captured graph and its static buffers.

@@ -53,13 +53,11 @@
 #include "cuda/backward_graph.hpp"
 
 #include "cuda/graph_cache.hpp"
-#include "cuda/shape_key.hpp"
-#include "engine/functional/graph.hpp"
+#include "cuda/lift_alone.hpp"
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/util/env.h>
-#include <torch/csrc/dynamo/compiled_autograd.h>
 
 #include <algorithm>
 
@@ -68,7 +66,6 @@ namespace gradd::cuda {
 namespace {
 
 namespace allocator = c10::cuda::CUDACachingAllocator;
-namespace ca = torch::dynamo::autograd;
 
 /// Whether memory of the process's CUDA allocator stays mapped until it
 /// counts a segment free: the native caching allocator, caching.
@@ -81,29 +78,6 @@ bool allocator_counts_frees() {
 /// Segments the caching allocator has freed or unmapped on `device`.
 int64_t segment_frees(c10::DeviceIndex device) {
   return allocator::getDeviceStats(device).num_device_free;
-}
-
-/// One node of a backward lifted alone: the shape key of its lift, and its
-/// tensors in lifting order.
-struct lifted_alone {
-  uint64_t key = 0;
-  std::vector<at::Tensor> tensors;
-};
-
-/// Node `node` of `backward` lifted alone; nullopt where it cannot be (the
-/// full lift then says why).
-std::optional<lifted_alone> lift_alone(const backward_nodes& backward, uint32_t node) {
-  ca::AutogradCompilerCall call(ca::SizeInput::STATIC);
-  try {
-    auto nodes = engine::functional::lift_node_hashed(call, *backward.nodes[node],
-                                                      backward.table.nodes[node]);
-    auto key = shape_key(call, nodes);
-    if (!key)
-      return std::nullopt;
-    return lifted_alone{*key, std::move(call.tensor_args.inputs)};
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
 }
 
 bool same_layout(const at::Tensor& a, const at::Tensor& b) {

@@ -20,6 +20,38 @@ std::vector<std::shared_ptr<backward_graph>> structure_graphs::evict_beyond(uint
   return evicted;
 }
 
+void structure_graphs::learn_probe(uint64_t shape, std::optional<uint64_t> probe) {
+  if (auto slot = shapes.find(shape); slot != shapes.end())
+    slot->second.probed = true;
+  if (!probe) {
+    probe_fails = true;
+    return;
+  }
+  auto [it, first] = probed_shapes.emplace(*probe, shape);
+  if (!first && it->second != shape)
+    it->second.reset();  // this probe cannot tell the two apart
+}
+
+bool structure_graphs::bets_by_probe() const {
+  if (probe_fails)
+    return false;
+  size_t graphs = 0;
+  for (const auto& [shape, slot] : shapes) {
+    if (slot.graph && !slot.probed)
+      return false;
+    graphs += slot.graph != nullptr;
+  }
+  return graphs > 1;
+}
+
+std::shared_ptr<backward_graph> structure_graphs::graph_probed(uint64_t probe) const {
+  auto named = probed_shapes.find(probe);
+  if (named == probed_shapes.end() || !named->second)
+    return nullptr;
+  auto slot = shapes.find(*named->second);
+  return slot != shapes.end() ? slot->second.graph : nullptr;
+}
+
 void graph_counters::reset() noexcept {
   graph_backwards = 0;
   captures = 0;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -30,6 +31,7 @@ inline uint64_t nanoseconds_between(std::chrono::steady_clock::time_point start,
 struct shape_slot {
   std::shared_ptr<backward_graph> graph;
   uint64_t last_used = 0;  ///< structure_graphs::clock at its last replay
+  bool probed = false;     ///< its probe key is learnt (Note [Shape probe])
 };
 
 /// The graphs of one structure (one plan) and its shape history.
@@ -42,6 +44,22 @@ struct structure_graphs {
   uint64_t clock = 0;     ///< ticks once per replay, for least-recently-used eviction
   uint64_t last_shape = 0;  ///< the shape key of the last backward lifted here
   bool steady = false;      ///< the last two had one shape: worth a bet (Note [Early launch])
+  /// Shapes by their probe's key (Note [Shape probe]); nullopt for a key
+  /// that two shapes share.
+  std::unordered_map<uint64_t, std::optional<uint64_t>> probed_shapes;
+  bool probe_fails = false;  ///< its probe cannot be lifted alone: no bets by probe
+
+  /// Notes that `shape`'s probe has key `probe`; nullopt: that it cannot be
+  /// lifted alone. Call with `mutex` held.
+  void learn_probe(uint64_t shape, std::optional<uint64_t> probe);
+
+  /// Whether every graph held has its probe key learnt, and there are
+  /// several: then bets go by probe. Call with `mutex` held.
+  bool bets_by_probe() const;
+
+  /// The graph of the shape probe key `probe` names alone, or null. Call
+  /// with `mutex` held.
+  std::shared_ptr<backward_graph> graph_probed(uint64_t probe) const;
 
   /// Takes out least recently used graphs (never a shape being captured)
   /// until at most `max_graphs` remain, and returns them: the caller lets

@@ -16,6 +16,7 @@
 #include "cuda/backward_graph.hpp"
 #include "cuda/graph_cache.hpp"
 #include "cuda/shape_key.hpp"
+#include "cuda/shape_probe.hpp"
 #include "cuda/stream_actor.hpp"
 #include "engine/functional/graph.hpp"
 
@@ -99,14 +100,33 @@ bool wants_capture(structure_graphs& s, uint64_t shape, const settings::cuda_gra
   return ++seen->second >= 2;
 }
 
-/// The graph a structure's steady loop bets on (Note [Early launch]): its
-/// last shape's, once two backwards in a row had that shape. Call with the
-/// structure's lock held.
-std::shared_ptr<backward_graph> graph_to_bet_on(structure_graphs& s) {
-  if (!s.steady)
+/// The graph a backward of `s` bets on (Note [Early launch]), or null: with
+/// one graph, its shape's once two backwards in a row had it; with several,
+/// the one its probe names (Note [Shape probe]). Takes the structure's lock.
+std::shared_ptr<backward_graph> graph_to_bet_on(structure_graphs& s,
+                                                const backward_nodes& backward) {
+  {
+    std::lock_guard lock(s.mutex);
+    if (!s.plan_only.empty())
+      return nullptr;
+    if (!s.bets_by_probe()) {
+      auto it = s.steady ? s.shapes.find(s.last_shape) : s.shapes.end();
+      return it != s.shapes.end() ? it->second.graph : nullptr;
+    }
+  }
+  auto probe = probe_key(backward);
+  if (!probe)
     return nullptr;
-  auto it = s.shapes.find(s.last_shape);
-  return it != s.shapes.end() ? it->second.graph : nullptr;
+  std::lock_guard lock(s.mutex);
+  return s.graph_probed(*probe);
+}
+
+/// After the first replay of `shape`'s graph: learns its probe's key
+/// (Note [Shape probe]).
+void learn_probe(structure_graphs& s, uint64_t shape, const backward_nodes& backward) {
+  auto probe = probe_key(backward);
+  std::lock_guard lock(s.mutex);
+  s.learn_probe(shape, probe);
 }
 
 /// A graph the driver would not point at moved inputs (a kernel node whose
@@ -246,12 +266,7 @@ early_bet bet_before_engine(uint64_t structure, const compiler::graph& table,
     return nullptr;
   auto& cache = graph_cache::instance();
   auto graphs = cache.structure(structure);
-  std::shared_ptr<backward_graph> graph;
-  {
-    std::lock_guard lock(graphs->mutex);
-    if (graphs->plan_only.empty())
-      graph = graph_to_bet_on(*graphs);
-  }
+  auto graph = graph_to_bet_on(*graphs, {nodes, table});
   if (!graph)
     return nullptr;
   auto launch = graph->launch_early(
@@ -285,8 +300,6 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
     std::lock_guard lock(structure->mutex);
     if (!structure->plan_only.empty())
       return std::nullopt;
-    if (!bet && policy.early_launch)
-      bet = graph_to_bet_on(*structure);
   }
   if (has_hooks(c.table)) {
     keep_on_plans(*structure, c, "it has hooks");
@@ -294,6 +307,8 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
   }
 
   hit_times times{std::chrono::steady_clock::now(), {}};
+  if (!bet && policy.early_launch)
+    bet = graph_to_bet_on(*structure, {c.nodes, c.table});
   if (bet && !early)
     early = bet->launch_early(c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, *stream),
                               {c.nodes, c.table});
@@ -322,6 +337,7 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
     }
 
   std::shared_ptr<backward_graph> graph;
+  bool probed = true;
   bool bind_inputs = true;
   {
     std::lock_guard lock(structure->mutex);
@@ -333,6 +349,7 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
         return std::nullopt;
       }
       graph = it->second.graph;
+      probed = it->second.probed;
       it->second.last_used = ++structure->clock;
     } else {
       if (!wants_capture(*structure, *shape, policy))
@@ -345,8 +362,12 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
   }
   if (graph != bet)
     early.reset();  // a lost bet: its outputs are abandoned
-  if (graph)
-    return replay(c, *structure, *shape, graph, live, *stream, times, std::move(early));
+  if (graph) {
+    auto results = replay(c, *structure, *shape, graph, live, *stream, times, std::move(early));
+    if (results && !probed && policy.early_launch)
+      learn_probe(*structure, *shape, {c.nodes, c.table});
+    return results;
+  }
   return plan_then_capture(c, structure, *shape, bind_inputs, *stream, std::move(call));
 }
 

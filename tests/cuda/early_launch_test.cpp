@@ -6,7 +6,9 @@
 
 #include <c10/core/CachingDeviceAllocator.h>
 
+using gradd::test::clear_grads;
 using gradd::test::compare_steps;
+using gradd::test::grads_of;
 using gradd::test::have_cuda;
 using gradd::test::policy;
 using gradd::test::run_loop;
@@ -49,6 +51,34 @@ TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch]
     auto s = run_loop(graphs, {16, 16, 16, 16, 16, 32, 32, 32, 32});
     CHECK(s.graph_early_misses >= 1);
     CHECK(s.graph_recordings == 2);
+  }
+  // Batch sizes 16, 32, 48, 16, ...: no two steps in a row share a shape.
+  std::vector<int64_t> sweep;
+  for (int64_t step = 0; step < 18; ++step)
+    sweep.push_back(16 * (1 + step % 3));
+  SECTION("a shape sweep bets on the graph its probe names (Note [Shape probe])") {
+    auto s = run_loop(graphs, sweep);
+    CHECK(s.graph_recordings == 3);
+    CHECK(s.graph_backwards == 15);
+    // Steps 3-5 replay each graph first (their probes learnt), steps 6-8
+    // prove their addresses; from step 9 on each backward launches early.
+    CHECK(s.graph_early_launches >= 6);
+    CHECK(s.graph_early_misses == 0);
+    CHECK(s.graph_bets_before_engine == s.graph_early_launches);
+  }
+  SECTION("a probe that cannot tell the shapes apart places no bet") {
+    // The loss's node, a product of two scalars, looks alike at every batch size.
+    gradd::test::mlp m;
+    auto params = m.parameters();
+    auto scale = torch::full({}, 0.5, on_cuda);
+    auto s = compare_steps(graphs, sweep.size(), [&](size_t step) {
+      clear_grads(params);
+      (m.loss(sweep[step], static_cast<int64_t>(step)) * scale).backward();
+      return grads_of(params);
+    });
+    CHECK(s.graph_backwards == 15);
+    CHECK(s.graph_early_launches == 0);
+    CHECK(s.graph_early_misses == 0);
   }
   SECTION("no early launch after the allocator freed a segment, until a replay proves it again") {
     uint64_t before_freeing = 0;
