@@ -37,6 +37,7 @@ struct GraphTask;
 namespace gradd::cuda {
 
 struct structure_graphs;
+struct expected_outputs;  // what a binding trial's outputs must be (input_binding.cpp)
 
 /// What the stream actor captures a graph from: a backward of the structure
 /// at this shape that a plan served, its saved variables kept for the
@@ -202,7 +203,7 @@ private:
   /// inputs read from `twins` and their static buffers poisoned gives
   /// `expected`. Leaves the graph with the arguments it was captured with.
   bool binding_holds(bound_inputs& found, const std::vector<bool>& trial,
-                     const std::vector<at::Tensor>& twins, const std::vector<at::Tensor>& expected,
+                     const std::vector<at::Tensor>& twins, const expected_outputs& expected,
                      c10::cuda::CUDAStream side, log_level level);
   std::vector<at::Tensor> outputs_now() const;
 
