@@ -164,7 +164,7 @@ const std::vector<key_spec>& schema() {
        "borrow: .grad is the graph's buffer, copied away only if still held at the next replay; copy: a copy",
        choice<grad_hand_out>(GRADD_FIELD(cuda_graphs.hand_out), {"borrow", "copy"})},
       {"cuda_graphs", "early_launch", "true, false", "true",
-       "a structure whose last backwards had one shape launches that graph before reading the saved tensors, then checks the bet",
+       "launch a graph before reading the saved tensors, then check the bet: a structure's one graph once its last two backwards had its shape, or, with several graphs, the one whose shape the loss's node names (Note [Shape probe])",
        boolean(GRADD_FIELD(cuda_graphs.early_launch))},
       {"daemon", "address", "host:port", "\"\"",
        "a process: the gradd daemon that compiles for it (\"\" or port 0: none; $GRADD_DAEMON wins); the daemon: where it listens",
