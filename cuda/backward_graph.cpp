@@ -218,13 +218,16 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   g->results_ = std::move(outputs.results);
   // The twin of Note [Bound inputs], in a pool of its own that goes with it.
   if (request.bind_inputs)
-    g->bind_inputs(side, request.level, [&](const std::vector<at::Tensor>& inputs) {
-      auto scratch = at::cuda::graph_pool_handle();
-      auto release = c10::make_scope_exit(
-          [&] { c10::cuda::CUDACachingAllocator::releasePool(g->device_, scratch); });
-      return graph_handle(capture_program(recording, nodes, inputs, options, scratch, side).graph,
-                          &cudaGraphDestroy);
-    });
+    g->bind_inputs(
+        side, request.level,
+        [&](const std::vector<at::Tensor>& inputs) {
+          auto scratch = at::cuda::graph_pool_handle();
+          auto release = c10::make_scope_exit(
+              [&] { c10::cuda::CUDACachingAllocator::releasePool(g->device_, scratch); });
+          return graph_handle(capture_program(recording, nodes, inputs, options, scratch, side).graph,
+                              &cudaGraphDestroy);
+        },
+        request.lifted->tensor_args.inputs);
   g->stale_reads_harmless_ = g->stale_reads_harmless_ && g->find_index_holders(recording);
 
   g->pool_bytes_ = private_pool_bytes(g->pool_);

@@ -198,7 +198,11 @@ private:
   using graph_handle = std::unique_ptr<CUgraph_st, cudaError_t (*)(cudaGraph_t)>;
   /// The recording captured again on other inputs, not instantiated.
   using twin_capture = std::function<graph_handle(const std::vector<at::Tensor>& inputs)>;
-  void bind_inputs(c10::cuda::CUDAStream side, log_level level, const twin_capture& capture_twin);
+  /// Finds the inputs the graph reads where they live and leaves it
+  /// pointing at `recorded` (the lifted tensors of the backward it was
+  /// recorded from).
+  void bind_inputs(c10::cuda::CUDAStream side, log_level level, const twin_capture& capture_twin,
+                   const std::vector<at::Tensor>& recorded);
   /// One trial of Note [Bound inputs]: whether a replay with the `trial`
   /// inputs read from `twins` and their static buffers poisoned gives
   /// `expected`. Leaves the graph with the arguments it was captured with.

@@ -247,8 +247,8 @@ variable_list plan_then_capture(const graph_call& c,
 
 struct placed_bet {
   uint64_t structure = 0;
-  std::shared_ptr<backward_graph> graph;
-  backward_graph::early_launch launch;
+  std::shared_ptr<backward_graph> graph;  ///< null where none was launched
+  std::optional<backward_graph::early_launch> launch;
 };
 
 void placed_bet_deleter::operator()(placed_bet* bet) const noexcept {
@@ -267,16 +267,18 @@ early_bet bet_before_engine(uint64_t structure, const compiler::graph& table,
   auto& cache = graph_cache::instance();
   auto graphs = cache.structure(structure);
   auto graph = graph_to_bet_on(*graphs, {nodes, table});
-  if (!graph)
-    return nullptr;
-  auto launch = graph->launch_early(
-      c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, *stream), {nodes, table});
-  if (!launch)
-    return nullptr;
-  cache.counters.bets_before_engine.fetch_add(1, std::memory_order_relaxed);
-  cache.counters.launch_ns.fetch_add(nanoseconds_between(start, std::chrono::steady_clock::now()),
-                                     std::memory_order_relaxed);
-  return early_bet(new placed_bet{structure, std::move(graph), std::move(*launch)});
+  std::optional<backward_graph::early_launch> launch;
+  if (graph)
+    launch = graph->launch_early(
+        c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, *stream), {nodes, table});
+  if (launch) {
+    cache.counters.bets_before_engine.fetch_add(1, std::memory_order_relaxed);
+    cache.counters.launch_ns.fetch_add(
+        nanoseconds_between(start, std::chrono::steady_clock::now()), std::memory_order_relaxed);
+  } else {
+    graph.reset();
+  }
+  return early_bet(new placed_bet{structure, std::move(graph), std::move(launch)});
 }
 
 std::optional<variable_list> serve_from_graph(const graph_call& c) {
@@ -292,9 +294,10 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
   auto structure = cache.structure(c.structure);
   std::shared_ptr<backward_graph> bet;
   std::optional<backward_graph::early_launch> early;
-  if (placed && placed->structure == c.structure) {
+  bool weighed = placed && placed->structure == c.structure;  // no need to look again
+  if (weighed) {
     bet = std::move(placed->graph);
-    early.emplace(std::move(placed->launch));
+    early = std::move(placed->launch);
   }
   {
     std::lock_guard lock(structure->mutex);
@@ -307,7 +310,7 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
   }
 
   hit_times times{std::chrono::steady_clock::now(), {}};
-  if (!bet && policy.early_launch)
+  if (!weighed && policy.early_launch)
     bet = graph_to_bet_on(*structure, {c.nodes, c.table});
   if (bet && !early)
     early = bet->launch_early(c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, *stream),

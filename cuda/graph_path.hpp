@@ -38,7 +38,9 @@ using early_bet = std::unique_ptr<placed_bet, placed_bet_deleter>;
 /// Launches the graph that structure `structure` (its node table `table`)
 /// bets on for a backward of nodes `nodes` (walk order; the first, its
 /// root, is not read), as serve_from_graph would after its walk (Note
-/// [Early launch]); null where it would not.
+/// [Early launch]). A bet that launched nothing where it looked for one and
+/// found none, which spares serve_from_graph looking again; null where the
+/// backward may not bet at all.
 early_bet bet_before_engine(uint64_t structure, const compiler::graph& table,
                             const std::vector<torch::autograd::Node*>& nodes,
                             const settings& config);

@@ -234,7 +234,8 @@ bool backward_graph::reads_stale_harmlessly(const std::vector<at::Tensor>& twins
 }
 
 void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level,
-                                 const twin_capture& capture_twin) {
+                                 const twin_capture& capture_twin,
+                                 const std::vector<at::Tensor>& recorded) {
   // Each candidate's twin buffer lies an odd multiple of 256 bytes into
   // its allocation (bound_inputs.cpp says why); it holds the same bytes,
   // and the trials point the graph at it.
@@ -292,6 +293,11 @@ void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level,
   }
   bound_ = std::move(found);
   stale_reads_harmless_ = reads_stale_harmlessly(twins, side);
+  std::vector<const void*> recorded_at(inputs_.size());
+  for (size_t i = 0; i < inputs_.size(); ++i)
+    if (keep[i])
+      recorded_at[i] = recorded[i].const_data_ptr();
+  (void)bound_.bind(exec_, recorded_at);  // refused: the first replay rewrites every node
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (keep[i]) {
       bound_bytes_ += buffers[i].bytes;
