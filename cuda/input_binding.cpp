@@ -37,7 +37,12 @@
 // engine's own call of that op would; one more replay on the twin's copies
 // finds such a graph, which is then never launched early (Note [Early
 // launch]). Then the bound inputs' static buffers are freed; the inputs
-// nothing can bind are copied in by one batched launch.
+// nothing can bind are copied in by one batched launch. The graph is left
+// pointing where the backward it was recorded from had its inputs: the
+// loop's next backward of that shape mostly has them there, so its first
+// replay asks the driver for nothing, which it may refuse while a library
+// holds a kernel's shared memory limit below the node's need (docs/design.md,
+// Known gaps).
 
 #include "cuda/backward_graph.hpp"
 
