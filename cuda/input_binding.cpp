@@ -29,9 +29,9 @@
 // up to four times the most its plain replays did, with NaN exactly where
 // the plain replay has it. A stale read is far from rounding: poisoned
 // floats bring NaN, a comparison with NaN turns a mask off, a zeroed index
-// sends a gradient to the wrong row. Before that rule such graphs copied
-// every input and never launched early: three of the convnet sweep's four,
-// some of resnet18's. The live tensors are not used for this: the training
+// sends a gradient to the wrong row (expected_outputs.hpp). Before that
+// rule such graphs copied every input and never launched early: some of
+// the convnet sweep's and resnet18's. The live tensors are not used for this: the training
 // thread may be writing to them (an accumulating `.grad`). A bound graph
 // that writes into an input writes into the live tensor, as the stock
 // engine's own call of that op would; one more replay on the twin's copies
@@ -47,117 +47,20 @@
 #include "cuda/backward_graph.hpp"
 
 #include "config/log.hpp"
+#include "cuda/expected_outputs.hpp"
 #include "cuda/static_buffer.hpp"
 
 #include <ATen/ops/empty_strided.h>
-#include <ATen/ops/equal.h>
-#include <ATen/ops/where.h>
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
-#include <cmath>
 #include <functional>
-#include <limits>
 #include <optional>
 #include <string>
 
 namespace gradd::cuda {
 
 namespace {
-
-/// How many times the largest difference between plain replays a trial's
-/// output may differ by, where the graph's kernels are not deterministic.
-constexpr double rounding_margin = 4;
-
-/// Plain replays that measure how far a graph's replays differ, where two
-/// did not agree bit for bit.
-constexpr int spread_replays = 3;
-
-/// Whether `a` and `b`, defined, have one layout and the same bytes.
-bool same_bytes(const at::Tensor& a, const at::Tensor& b) {
-  auto bytes = [](const at::Tensor& t) { return t.contiguous().reshape({-1}).view(at::kByte); };
-  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type()
-         && at::equal(bytes(a), bytes(b));
-}
-
-/// Whether each tensor of `a` holds the bytes of its counterpart in `b`
-/// (NaN included; undefined matches undefined).
-bool bitwise_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
-  if (a.size() != b.size())
-    return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].defined() != b[i].defined())
-      return false;
-    if (a[i].defined() && !same_bytes(a[i], b[i]))
-      return false;
-  }
-  return true;
-}
-
-/// The largest difference between the floating tensors `a` and `b` of one
-/// layout; nullopt where they are not such, or have NaN in other places.
-std::optional<double> rounding_between(const at::Tensor& a, const at::Tensor& b) {
-  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()
-      || !at::isFloatingType(a.scalar_type()) || !at::equal(a.isnan(), b.isnan()))
-    return std::nullopt;
-  auto apart = at::where(a.eq(b), 0, a.sub(b).abs());  // equal infinities are 0 apart
-  return apart.nan_to_num(0, std::numeric_limits<double>::infinity()).max().item<double>();
-}
-
-} // namespace
-
-/// What a trial's outputs must be (Note [Bound inputs]): a plain replay's,
-/// each bit for bit or, where the graph's replays differed, within its
-/// tolerance.
-struct expected_outputs {
-  std::vector<at::Tensor> outputs;
-  std::vector<double> tolerance;  ///< per output; 0: bit for bit
-
-  bool matched_by(const std::vector<at::Tensor>& got) const {
-    if (got.size() != outputs.size())
-      return false;
-    for (size_t i = 0; i < got.size(); ++i) {
-      if (got[i].defined() != outputs[i].defined())
-        return false;
-      if (!got[i].defined())
-        continue;
-      if (tolerance[i] == 0 ? !same_bytes(got[i], outputs[i])
-                            : rounding_between(got[i], outputs[i]).value_or(INFINITY)
-                                  > tolerance[i])
-        return false;
-    }
-    return true;
-  }
-};
-
-namespace {
-
-/// A plain replay's outputs (from `replay`) and what a trial may differ
-/// from them by; nullopt where the graph's replays differ other than by
-/// rounding (NaN in other places, an integer output).
-std::optional<expected_outputs>
-expect_outputs(const std::function<std::vector<at::Tensor>()>& replay) {
-  expected_outputs expected{replay(), {}};
-  expected.tolerance.assign(expected.outputs.size(), 0);
-  auto again = replay();
-  if (bitwise_equal(again, expected.outputs))
-    return expected;
-  for (int r = 0; r < spread_replays; ++r) {
-    if (r > 0)
-      again = replay();
-    for (size_t i = 0; i < again.size(); ++i) {
-      if (again[i].defined() != expected.outputs[i].defined())
-        return std::nullopt;
-      if (!again[i].defined() || same_bytes(again[i], expected.outputs[i]))
-        continue;
-      auto apart = rounding_between(again[i], expected.outputs[i]);
-      if (!apart)
-        return std::nullopt;
-      expected.tolerance[i] = std::max(expected.tolerance[i], rounding_margin * *apart);
-    }
-  }
-  return expected;
-}
 
 /// The byte a trial fills an input's static buffer with (Note [Bound inputs]).
 int poison_byte(const at::Tensor& t) {
@@ -279,7 +182,7 @@ void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level,
     C10_CUDA_CHECK(cudaGraphLaunch(exec_, side.stream()));
     return outputs_now();
   };
-  auto expected = expect_outputs(replay_outputs);
+  auto expected = expected_outputs::of(replay_outputs);
   if (!expected)
     return copy_all("its replays differ from one another other than by rounding");
   if (!binding_holds(found, keep, twins, *expected, side, level)) {
