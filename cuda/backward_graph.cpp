@@ -217,24 +217,24 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   }
   g->results_ = std::move(outputs.results);
   // The twin of Note [Bound inputs], in a pool of its own that goes with it.
-  if (request.bind_inputs)
-    g->bind_inputs(
-        side, request.level,
-        [&](const std::vector<at::Tensor>& inputs) {
-          auto scratch = at::cuda::graph_pool_handle();
-          auto release = c10::make_scope_exit(
-              [&] { c10::cuda::CUDACachingAllocator::releasePool(g->device_, scratch); });
-          return graph_handle(capture_program(recording, nodes, inputs, options, scratch, side).graph,
-                              &cudaGraphDestroy);
-        },
-        request.lifted->tensor_args.inputs);
-  g->stale_reads_harmless_ = g->stale_reads_harmless_ && g->find_index_holders(recording);
+  g->bind_inputs(
+      side, request.level,
+      [&](const std::vector<at::Tensor>& inputs) {
+        auto scratch = at::cuda::graph_pool_handle();
+        auto release = c10::make_scope_exit(
+            [&] { c10::cuda::CUDACachingAllocator::releasePool(g->device_, scratch); });
+        return graph_handle(capture_program(recording, nodes, inputs, options, scratch, side).graph,
+                            &cudaGraphDestroy);
+      },
+      request.lifted->tensor_args.inputs, request.copied);
+  g->stale_reads_harmless_ = g->stale_reads_harmless_ && g->find_live_holders(recording);
 
   g->pool_bytes_ = private_pool_bytes(g->pool_);
   g->bytes_ = g->pool_bytes_;
   for (size_t i = 0; i < g->inputs_.size(); ++i)
     if (!g->borrowed_[i] && g->inputs_[i].defined() && !g->inputs_[i].is_meta())
       g->bytes_ += g->inputs_[i].storage().nbytes();
+  g->copied_early_from_.assign(g->inputs_.size(), nullptr);
   g->replayed_.emplace();
   auto& counters = graph_cache::instance().counters;
   counters.bytes.fetch_add(static_cast<int64_t>(g->bytes_));
@@ -362,6 +362,8 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
       continue;
     if (inputs_[i].is_meta())
       sources[i] = live[i].const_data_ptr();
+    else if (early && copied_early_from_[i] == live[i].const_data_ptr())
+      continue;  // copied in from its holder before the early launch
     else if (size_t bytes = span_bytes(live[i]))
       spans.push_back({live[i].const_data_ptr(), inputs_[i].mutable_data_ptr(), bytes});
   }
@@ -374,6 +376,7 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
         counters.early_misses.fetch_add(1, std::memory_order_relaxed);
       if (!rebind_refused_.load(std::memory_order_relaxed)) {
         rebind_refusal_ = bound_.refusal();
+        rebind_refused_inputs_ = bound_.refused_inputs();
         rebind_refused_.store(true, std::memory_order_release);
       }
       return std::nullopt;
@@ -382,7 +385,8 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
     counters.rewrites.fetch_add(rewritten, std::memory_order_relaxed);
   }
   // An early launch read every input where this one finds it, unless an
-  // input moved or is copied: then it launches again, over its outputs.
+  // input moved or is copied from elsewhere: then it launches again, over
+  // its outputs.
   bool moved = rewritten > 0 || !spans.empty();
   if (early && moved)
     counters.early_misses.fetch_add(1, std::memory_order_relaxed);
@@ -392,8 +396,8 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
     C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream.stream()));
     replayed_->record(stream);
   }
-  if (bets_on)
-    note_addresses(live, moved, *bets_on);
+  if (bets_on)  // what it copies, an early launch copies from the live holders
+    note_addresses(live, rewritten > 0, *bets_on);
   auto launched = std::chrono::steady_clock::now();
 
   for (auto& leaf : leaves_)

@@ -11,6 +11,7 @@
 // without cloning them (Note [Lent gradients]).
 
 #include "config/settings.hpp"
+#include "cuda/batched_copy.hpp"
 #include "cuda/bound_inputs.hpp"
 #include "cuda/lift_alone.hpp"
 #include "engine/functional/graph.hpp"
@@ -68,9 +69,11 @@ struct capture_request {
   std::string passes;      ///< passes.pipeline, run on the recording first
   uint32_t delay_ms = 0;   ///< compile.delay_ms: the capture waits this long first
   uint32_t max_graphs = 8; ///< cuda_graphs.max_graphs of the structure
-  /// Whether the graph may read inputs where they live (Note [Bound
-  /// inputs]); not where the driver refused an earlier graph's rebind.
-  bool bind_inputs = true;
+  /// Inputs the graph copies instead of reading them where they live (Note
+  /// [Bound inputs]): those an earlier graph of this shape read through a
+  /// kernel whose nodes the driver refused new arguments (Known gaps,
+  /// design.md). Sorted.
+  std::vector<uint32_t> copied;
   log_level level = log_level::warning;
 };
 
@@ -155,6 +158,11 @@ public:
   /// any more. Takes no lock: a busy graph's caller must not wait.
   const std::string* rebind_refusal() const noexcept;
 
+  /// Where rebind_refusal() is not null: the inputs read by that node's
+  /// kernel (bound_inputs::refused_inputs), which the shape's next graph
+  /// copies.
+  const std::vector<uint32_t>& refused_inputs() const noexcept { return rebind_refused_inputs_; }
+
 private:
   /// A leaf's gradient as the graph writes it.
   struct leaf_gradient {
@@ -181,16 +189,18 @@ private:
   /// At capture: no replay writes into a bound input (checked by one on
   /// `twins`, copies of the static buffers).
   bool reads_stale_harmlessly(const std::vector<at::Tensor>& twins, c10::cuda::CUDAStream side);
-  /// At capture: finds in `recording` the one node that reads each bound
-  /// integer input; false where one has none or several.
-  bool find_index_holders(const engine::functional::recording& recording);
-  /// At a replay of `live`, lifted from `backward`: finds each bound
-  /// integer input among its holder's tensors; false where one is not there.
-  bool learn_index_holders(const std::vector<at::Tensor>& live, const backward_nodes& backward);
+  /// At capture: finds in `recording` the one node that reads each input
+  /// an early launch reads live; false where one has none or several, or
+  /// where more than max_live_holders nodes hold them.
+  bool find_live_holders(const engine::functional::recording& recording);
+  /// At a replay of `live`, lifted from `backward`: finds each such input
+  /// among its holder's tensors; false where one is not there.
+  bool learn_live_holders(const std::vector<at::Tensor>& live, const backward_nodes& backward);
   /// Before an early launch: points the graph at the integer inputs of
-  /// `backward` where their holders have them; false where a holder's
-  /// shape is not the graph's.
-  bool bind_live_indices(const backward_nodes& backward);
+  /// `backward` where their holders have them, and returns the copies of
+  /// the copied ones from their holders; nullopt where a holder's shape is
+  /// not the graph's.
+  std::optional<std::vector<copy_span>> read_live_holders(const backward_nodes& backward);
   /// After a replay of `live`, lifted from `backward`: whether the next may
   /// launch before its lift.
   void note_addresses(const std::vector<at::Tensor>& live, bool moved,
@@ -198,11 +208,11 @@ private:
   using graph_handle = std::unique_ptr<CUgraph_st, cudaError_t (*)(cudaGraph_t)>;
   /// The recording captured again on other inputs, not instantiated.
   using twin_capture = std::function<graph_handle(const std::vector<at::Tensor>& inputs)>;
-  /// Finds the inputs the graph reads where they live and leaves it
-  /// pointing at `recorded` (the lifted tensors of the backward it was
-  /// recorded from).
+  /// Finds the inputs the graph reads where they live, all but `copied`,
+  /// and leaves it pointing at `recorded` (the lifted tensors of the
+  /// backward it was recorded from).
   void bind_inputs(c10::cuda::CUDAStream side, log_level level, const twin_capture& capture_twin,
-                   const std::vector<at::Tensor>& recorded);
+                   const std::vector<at::Tensor>& recorded, const std::vector<uint32_t>& copied);
   /// One trial of Note [Bound inputs]: whether a replay with the `trial`
   /// inputs read from `twins` and their static buffers poisoned gives
   /// `expected`. Leaves the graph with the arguments it was captured with.
@@ -230,20 +240,28 @@ private:
   std::optional<at::cuda::CUDAEvent> replayed_;
   /// Written once, under replaying_, before rebind_refused_ is set; never after.
   std::string rebind_refusal_;
+  std::vector<uint32_t> rebind_refused_inputs_;
   std::atomic<bool> rebind_refused_{false};
-  /// A bound integer input, which an early launch reads live: an index
-  /// read stale sends a kernel out of bounds (Note [Early launch]).
-  struct index_holder {
+  /// An input an early launch reads live, from the one node that holds it
+  /// lifted alone (Note [Early launch]): a bound integer input, which the
+  /// graph is pointed at (an index read stale sends a kernel out of
+  /// bounds), or a copied input, which is copied in from there.
+  struct live_holder {
     uint32_t input = 0;  ///< its lifted position
     uint32_t node = 0;   ///< the one node that reads it, in walk order
+    bool copied = false;
     /// Its place among that node's tensors lifted alone, and the shape key
     /// of that lift; learnt at a replay, which fits the graph.
     std::optional<uint32_t> ordinal;
     uint64_t key = 0;
   };
-  std::vector<index_holder> index_holders_;
+  std::vector<live_holder> holders_;
+  /// Per input, where the last early launch copied it in from; null for
+  /// inputs it did not copy.
+  std::vector<const void*> copied_early_from_;
   /// Whether a launch on the last replay's addresses, reused by now, can
-  /// neither fault nor corrupt (Note [Early launch]).
+  /// neither fault nor corrupt, and every input it reads live has a holder
+  /// (Note [Early launch]).
   bool stale_reads_harmless_ = true;
   /// The device's segment frees when the last replay's addresses were
   /// proven launchable early; nullopt where they were not.

@@ -346,6 +346,16 @@ std::optional<size_t> bound_inputs::bind(cudaGraphExec_t exec,
     if (int status = node->set_in(exec); status != 0) {
       (void)cudaGetLastError();
       std::fill(bound_to_.begin(), bound_to_.end(), nullptr);
+      refused_inputs_.clear();
+      for (const auto& other : nodes_)
+        if (other.get() == node.get()
+            || (!node->is_copy && !other->is_copy && other->kernel.func == node->kernel.func
+                && other->kernel.kern == node->kernel.kern))
+          for (const auto& slot : other->slots)
+            refused_inputs_.push_back(slot.input);
+      std::sort(refused_inputs_.begin(), refused_inputs_.end());
+      refused_inputs_.erase(std::unique(refused_inputs_.begin(), refused_inputs_.end()),
+                            refused_inputs_.end());
       refusal_ = node->is_copy ? "a memcpy node (error " + std::to_string(status) + ")"
                                : "a kernel node (error " + std::to_string(status) + "; "
                                      + shared_memory_of(node->kernel) + ")";

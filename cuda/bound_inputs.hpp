@@ -87,6 +87,12 @@ public:
   /// The last node the driver refused new arguments for, for the log.
   const std::string& refusal() const noexcept { return refusal_; }
 
+  /// The inputs read by every kept node of the kernel bind last refused
+  /// (by that memcpy node, where it was one): the driver refuses a
+  /// kernel's nodes alike while its library holds the kernel's shared
+  /// memory limit low.
+  const std::vector<uint32_t>& refused_inputs() const noexcept { return refused_inputs_; }
+
 private:
   struct node_arguments;
   std::vector<std::unique_ptr<node_arguments>> nodes_;
@@ -94,6 +100,7 @@ private:
   std::string why_not_;
   std::vector<const void*> bound_to_;  ///< per input: where exec's arguments point now
   std::string refusal_;
+  std::vector<uint32_t> refused_inputs_;
 };
 
 } // namespace gradd::cuda

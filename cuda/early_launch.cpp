@@ -35,8 +35,10 @@
 // - no replay writes into a bound input (checked once, at capture, by a
 //   replay on copies; its own static buffers and pool it may write), and
 //   each bound integer input has one node that reads it;
-// - it copies no input: a copy needs the live addresses, which only the
-//   lift knows;
+// - each input it copies (where its binding did not hold) is held by one
+//   node, lifted alone before the launch and copied in from there, as the
+//   integer inputs are pointed at; at most 16 such nodes
+//   (max_live_holders);
 // - at its last replay no input had moved, and every address it read lay
 //   in a storage of the CUDA caching allocator (its deleter), with caching
 //   on: such memory stays mapped until the allocator frees or unmaps a
@@ -54,6 +56,7 @@
 
 #include "cuda/graph_cache.hpp"
 #include "cuda/lift_alone.hpp"
+#include "cuda/static_buffer.hpp"
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -80,6 +83,12 @@ int64_t segment_frees(c10::DeviceIndex device) {
   return allocator::getDeviceStats(device).num_device_free;
 }
 
+/// The most nodes an early launch lifts alone to read inputs live: each
+/// lift is CPU time before the launch, and a graph that copies most of its
+/// inputs would lift most of its nodes (resnet18's copying graph: 140
+/// inputs).
+constexpr size_t max_live_holders = 16;
+
 bool same_layout(const at::Tensor& a, const at::Tensor& b) {
   return a.defined() && b.defined() && a.scalar_type() == b.scalar_type()
          && a.sizes() == b.sizes() && a.strides() == b.strides();
@@ -87,11 +96,15 @@ bool same_layout(const at::Tensor& a, const at::Tensor& b) {
 
 } // namespace
 
-bool backward_graph::find_index_holders(const engine::functional::recording& recording) {
+bool backward_graph::find_live_holders(const engine::functional::recording& recording) {
   using compiler::op_kind;
+  std::vector<uint32_t> nodes;
   for (uint32_t i = 0; i < inputs_.size(); ++i) {
-    if (!inputs_[i].is_meta() || !at::isIntegralType(inputs_[i].scalar_type(), false))
-      continue;  // not bound, or read as data
+    const auto& input = inputs_[i];
+    bool index = input.is_meta() && at::isIntegralType(input.scalar_type(), false);
+    bool copied = !borrowed_[i] && input.defined() && !input.is_meta() && span_bytes(input) > 0;
+    if (!index && !copied)
+      continue;  // read as data where it is bound, or a parameter
     std::optional<compiler::value_id> value;
     for (const auto& op : recording.ir.ops)
       if (op.kind == op_kind::graph_input && op.index == int64_t{i})
@@ -106,23 +119,25 @@ bool backward_graph::find_index_holders(const engine::functional::recording& rec
     }
     if (!holder)
       return false;
-    index_holders_.push_back({i, *holder, std::nullopt, 0});
+    holders_.push_back({i, *holder, copied, std::nullopt, 0});
+    if (std::find(nodes.begin(), nodes.end(), *holder) == nodes.end())
+      nodes.push_back(*holder);
   }
-  return true;
+  return nodes.size() <= max_live_holders;
 }
 
-bool backward_graph::learn_index_holders(const std::vector<at::Tensor>& live,
-                                         const backward_nodes& backward) {
-  for (auto& holder : index_holders_) {
+bool backward_graph::learn_live_holders(const std::vector<at::Tensor>& live,
+                                        const backward_nodes& backward) {
+  for (auto& holder : holders_) {
     if (holder.ordinal)
       continue;
     auto lifted = lift_alone(backward, holder.node);
     if (!lifted)
       return false;
-    const auto& index = live[holder.input];
+    const auto& input = live[holder.input];
     for (uint32_t k = 0; k < lifted->tensors.size() && !holder.ordinal; ++k)
-      if (same_layout(lifted->tensors[k], index)
-          && lifted->tensors[k].const_data_ptr() == index.const_data_ptr())
+      if (same_layout(lifted->tensors[k], input)
+          && lifted->tensors[k].const_data_ptr() == input.const_data_ptr())
         holder.ordinal = k;
     if (!holder.ordinal)
       return false;
@@ -131,23 +146,35 @@ bool backward_graph::learn_index_holders(const std::vector<at::Tensor>& live,
   return true;
 }
 
-bool backward_graph::bind_live_indices(const backward_nodes& backward) {
+std::optional<std::vector<copy_span>>
+backward_graph::read_live_holders(const backward_nodes& backward) {
   auto sources = bound_.bound_to();
-  for (const auto& holder : index_holders_) {
+  bool points = false;
+  std::vector<copy_span> copies;
+  for (const auto& holder : holders_) {
     auto lifted = lift_alone(backward, holder.node);
     if (!lifted || lifted->key != holder.key || *holder.ordinal >= lifted->tensors.size())
-      return false;  // that node has another shape: its indices may not fit the graph
-    const auto& index = lifted->tensors[*holder.ordinal];
-    if (!same_layout(index, inputs_[holder.input]))
-      return false;
+      return std::nullopt;  // that node has another shape: its inputs may not fit the graph
+    const auto& tensor = lifted->tensors[*holder.ordinal];
+    if (!same_layout(tensor, inputs_[holder.input]))
+      return std::nullopt;
     // The node keeps its saved tensor, so the address outlives the launch.
-    sources[holder.input] = index.const_data_ptr();
+    if (holder.copied) {
+      copies.push_back({tensor.const_data_ptr(), inputs_[holder.input].mutable_data_ptr(),
+                        span_bytes(tensor)});
+      copied_early_from_[holder.input] = tensor.const_data_ptr();
+    } else {
+      sources[holder.input] = tensor.const_data_ptr();
+      points = true;
+    }
   }
-  auto rewrites = bound_.bind(exec_, sources);
-  if (!rewrites)
-    return false;  // the replay's bind rewrites every node
-  graph_cache::instance().counters.rewrites.fetch_add(*rewrites, std::memory_order_relaxed);
-  return true;
+  if (points) {
+    auto rewrites = bound_.bind(exec_, sources);
+    if (!rewrites)
+      return std::nullopt;  // the replay's bind rewrites every node
+    graph_cache::instance().counters.rewrites.fetch_add(*rewrites, std::memory_order_relaxed);
+  }
+  return copies;
 }
 
 backward_graph::early_launch::~early_launch() {
@@ -161,10 +188,12 @@ backward_graph::launch_early(c10::cuda::CUDAStream stream, const backward_nodes&
   if (!replaying || !launchable_at_frees_ || *launchable_at_frees_ != segment_frees(device_))
     return std::nullopt;
   c10::cuda::CUDAGuard device(stream.device_index());
-  if (!index_holders_.empty() && !bind_live_indices(backward))
+  auto copies = read_live_holders(backward);
+  if (!copies)
     return std::nullopt;
   follow_caller(stream);
   take_back_lent(stream);
+  batched_copy(*copies, stream.stream());
   C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream.stream()));
   replayed_->record(stream);
   graph_cache::instance().counters.early_launches.fetch_add(1, std::memory_order_relaxed);
@@ -175,7 +204,7 @@ void backward_graph::note_addresses(const std::vector<at::Tensor>& live, bool mo
                                     const backward_nodes& backward) {
   if (moved || !stale_reads_harmless_ || !allocator_counts_frees())
     return;
-  if (!learn_index_holders(live, backward)) {
+  if (!learn_live_holders(live, backward)) {
     stale_reads_harmless_ = false;
     return;
   }

@@ -15,7 +15,6 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 namespace gradd::cuda {
@@ -39,7 +38,8 @@ struct structure_graphs {
   std::mutex mutex;  ///< guards everything below
   std::unordered_map<uint64_t, shape_slot> shapes;  ///< captured or being captured
   std::unordered_map<uint64_t, uint32_t> seen;      ///< auto: shapes met, and how often
-  std::unordered_set<uint64_t> copied_shapes;  ///< whose graphs copy every input (a rebind was refused)
+  /// Per shape, the inputs its graphs copy (capture_request::copied).
+  std::unordered_map<uint64_t, std::vector<uint32_t>> copied_inputs;
   std::string plan_only;  ///< why this structure stays on plans; "" while it may get graphs
   uint64_t clock = 0;     ///< ticks once per replay, for least-recently-used eviction
   uint64_t last_shape = 0;  ///< the shape key of the last backward lifted here

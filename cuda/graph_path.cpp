@@ -27,6 +27,8 @@
 #include <torch/csrc/autograd/saved_variable.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
+#include <algorithm>
+#include <iterator>
 #include <string_view>
 
 namespace gradd::cuda {
@@ -132,20 +134,27 @@ void learn_probe(structure_graphs& s, uint64_t shape, const backward_nodes& back
 /// A graph the driver would not point at moved inputs (a kernel node whose
 /// shared memory its kernel does not allow now: Known gaps, design.md)
 /// cannot follow them any more: the shape is captured again when next
-/// seen, its inputs copied.
+/// seen, copying the inputs that kernel reads.
 void capture_again_copying(const graph_call& c, structure_graphs& s, uint64_t shape,
                            const std::shared_ptr<backward_graph>& graph, const std::string& why) {
+  size_t copied;
   {
     std::lock_guard lock(s.mutex);
     auto it = s.shapes.find(shape);
     if (it == s.shapes.end() || it->second.graph != graph)
       return;  // another backward dropped it first
     s.shapes.erase(it);
-    s.copied_shapes.insert(shape);
+    auto& inputs = s.copied_inputs[shape];
+    std::vector<uint32_t> both;
+    std::set_union(inputs.begin(), inputs.end(), graph->refused_inputs().begin(),
+                   graph->refused_inputs().end(), std::back_inserter(both));
+    inputs = std::move(both);
+    copied = inputs.size();
   }
   log(c.config.logging.level, log_level::info,
       "graph " + std::to_string(c.structure) + ": the CUDA driver refused a replay's new arguments ("
-          + why + "); this shape's next graph copies its inputs");
+          + why + "); this shape's next graph copies the " + std::to_string(copied)
+          + " inputs that kernel reads");
 }
 
 /// When a graph hit finished its walk and began its lift; an early launch
@@ -196,10 +205,10 @@ std::optional<variable_list> replay(const graph_call& c, structure_graphs& s, ui
 
 /// Serves the backward with its plan, keeping its saved variables for the
 /// recording, then asks the stream actor for a graph of this shape (one
-/// that reads inputs where they live if `bind_inputs`).
+/// that copies the inputs `copied`, reading the others where they live).
 variable_list plan_then_capture(const graph_call& c,
                                 const std::shared_ptr<structure_graphs>& graphs, uint64_t shape,
-                                bool bind_inputs, c10::Stream stream,
+                                std::vector<uint32_t> copied, c10::Stream stream,
                                 std::shared_ptr<ca::AutogradCompilerCall> lifted) {
   auto& s = *graphs;
   functional::graph backward;
@@ -232,7 +241,7 @@ variable_list plan_then_capture(const graph_call& c,
   request->passes = c.config.passes.effective_pipeline();
   request->delay_ms = c.config.compile.delay_ms;
   request->max_graphs = c.config.cuda_graphs.max_graphs;
-  request->bind_inputs = bind_inputs;
+  request->copied = std::move(copied);
   request->level = c.config.logging.level;
   if (request_capture(std::move(request))) {
     graph_cache::instance().counters.recordings.fetch_add(1, std::memory_order_relaxed);
@@ -341,7 +350,7 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
 
   std::shared_ptr<backward_graph> graph;
   bool probed = true;
-  bool bind_inputs = true;
+  std::vector<uint32_t> copied;
   {
     std::lock_guard lock(structure->mutex);
     structure->steady = *shape == structure->last_shape;
@@ -360,7 +369,8 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
       if (cache.counters.bytes.load() >= int64_t{policy.memory_limit_mb} << 20)
         return std::nullopt;
       structure->shapes[*shape];  // being captured
-      bind_inputs = !structure->copied_shapes.count(*shape);
+      if (auto it = structure->copied_inputs.find(*shape); it != structure->copied_inputs.end())
+        copied = it->second;
     }
   }
   if (graph != bet)
@@ -371,7 +381,7 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
       learn_probe(*structure, *shape, {c.nodes, c.table});
     return results;
   }
-  return plan_then_capture(c, structure, *shape, bind_inputs, *stream, std::move(call));
+  return plan_then_capture(c, structure, *shape, std::move(copied), *stream, std::move(call));
 }
 
 void add_graph_statistics(statistics& s) {

@@ -143,7 +143,8 @@ bool backward_graph::reads_stale_harmlessly(const std::vector<at::Tensor>& twins
 
 void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level,
                                  const twin_capture& capture_twin,
-                                 const std::vector<at::Tensor>& recorded) {
+                                 const std::vector<at::Tensor>& recorded,
+                                 const std::vector<uint32_t>& copied) {
   // Each candidate's twin buffer lies an odd multiple of 256 bytes into
   // its allocation (bound_inputs.cpp says why); it holds the same bytes,
   // and the trials point the graph at it.
@@ -153,7 +154,7 @@ void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level,
   for (size_t i = 0; i < inputs_.size(); ++i) {
     const auto& buffer = inputs_[i];
     if (borrowed_[i] || !buffer.defined() || buffer.device().index() != device_
-        || span_bytes(buffer) == 0)
+        || span_bytes(buffer) == 0 || std::binary_search(copied.begin(), copied.end(), i))
       continue;
     twins[i] = static_copy(buffer, 256 * (2 * candidates++ + 1));
     buffers[i] = {buffer.const_data_ptr(), twins[i].const_data_ptr(), span_bytes(buffer)};

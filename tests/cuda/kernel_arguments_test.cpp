@@ -10,8 +10,9 @@
 //   arguments. gradd does not raise the limit back (stop 22 did, and on the
 //   H200 such a raise lowered the limit cuDNN had set for its batch-norm
 //   backward, whose next launches failed on every thread: docs/design.md,
-//   Known gaps); the plan serves, and the shape's next graph copies its
-//   inputs. A capture leaves the graph pointing where the backward it was
+//   Known gaps); the plan serves, and the shape's next graph copies the
+//   inputs that kernel reads, from the nodes holding them where it
+//   launches early. A capture leaves the graph pointing where the backward it was
 //   recorded from had its inputs, so a loop whose tensors do not move
 //   never asks the driver for new arguments.
 
@@ -59,17 +60,24 @@ TEST_CASE("a refused rebind leaves the kernel's shared memory limit to its libra
   // The graph serves steps 1 and 2; step 3's tensors moved, its rebind is
   // refused under the lowered limit and the plan serves; the graph is
   // dropped, step 4's plan records the shape again, and the new graph,
-  // copying its inputs, serves steps 5 to 7. Raising the limit to the
-  // node's need would have let the first graph serve all 7.
-  const std::vector<bool> moves{false, false, false, true, false, true, false, true};
+  // copying the input the staged kernel reads (x) and reading d where it
+  // lives, serves steps 5 to 10. Steps 8-10 do not move: step 9 proves
+  // the addresses, and step 10 launches early, copying x from the node
+  // that holds it (Note [Early launch]). Raising the limit to the node's
+  // need would have let the first graph serve every step.
+  const std::vector<bool> moves{false, false, false, true,  false, true,
+                                false, true,  false, false, false};
   auto s = gradd::test::run_square_loop<twice_staged>(moves, [](size_t step) {
     if (step >= 2)
       gradd::test::limit_staging(0);
   });
-  CHECK(s.graph_backwards == 5);
+  CHECK(s.graph_backwards == moves.size() - 3);
   CHECK(s.graph_captures == 2);
-  CHECK(s.graph_bound_bytes == 0);  // the graph alive now copies
+  CHECK(s.graph_bound_bytes >= both_saved_bytes / 2);  // d, not x
+  CHECK(s.graph_bound_bytes < both_saved_bytes);
+  CHECK(s.graph_early_launches >= 1);
 }
+
 TEST_CASE("a graph left pointing at the recorded backward's inputs needs no rebind",
           "[cuda][graphs]") {
   if (!gradd::test::have_cuda())
