@@ -364,7 +364,11 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
       probed = it->second.probed;
       it->second.last_used = ++structure->clock;
     } else {
-      if (!wants_capture(*structure, *shape, policy))
+      // Recording swaps the nodes' saved variables on the stream actor's
+      // thread, and a graph kept for another backward (retain_graph) may
+      // run again meanwhile: seen on the H200 as the next backward finding
+      // them gone. Such a shape is captured from a backward that frees them.
+      if (c.task.keep_graph_ || !wants_capture(*structure, *shape, policy))
         return std::nullopt;
       if (cache.counters.bytes.load() >= int64_t{policy.memory_limit_mb} << 20)
         return std::nullopt;

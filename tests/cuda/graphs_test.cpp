@@ -269,13 +269,16 @@ TEST_CASE("a backward kept for a capture lets go of its saved variables once rec
     m.loss(16, 1).backward();
     CHECK(gradd::stats().graph_backwards == 1);
   }
-  SECTION("with retain_graph they stay") {
+  SECTION("with retain_graph they stay, and that backward is not recorded") {
     auto loss = m.loss(16, 0);
     loss.backward({}, /*retain_graph=*/true);
     REQUIRE(gradd::wait_for_compiles());
-    CHECK(gradd::stats().graph_recordings == 1);
+    // Recording swaps the nodes' saved variables on the stream actor's
+    // thread, while a retained graph may run again (graph_path.cpp).
+    CHECK(gradd::stats().graph_recordings == 0);
     CHECK_NOTHROW(loss.backward());
     REQUIRE(gradd::wait_for_compiles());
+    CHECK(gradd::stats().graph_recordings == 1);  // the backward that frees them
   }
 }
 
