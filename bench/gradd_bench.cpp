@@ -37,7 +37,8 @@
 // `--mode both` adds `floor_ms`, the stock engine's backward kernels replayed
 // from one CUDA graph (bench/backward_floor.hpp), and `floor_ratio`, gradd's
 // median over it; with `--shapes sweep` each batch size has its floor, and
-// `floor_ratio` is the median of each timed step's time over its own. `--trace FILE` writes a kernel timeline (Chrome trace,
+// `floor_ratio` is the median of each timed step's time over its own.
+// `--trace FILE` writes a kernel timeline (Chrome trace,
 // bench/kernel_trace.hpp) of `traced_steps` more steps after the timed
 // ones, each engine's backward in turn, gradd's first;
 // bench/trace_summary.py says where each backward's time went.

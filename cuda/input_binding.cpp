@@ -31,8 +31,9 @@
 // floats bring NaN, a comparison with NaN turns a mask off, a zeroed index
 // sends a gradient to the wrong row (expected_outputs.hpp). Before that
 // rule such graphs copied every input and never launched early: some of
-// the convnet sweep's and resnet18's. The live tensors are not used for this: the training
-// thread may be writing to them (an accumulating `.grad`). A bound graph
+// the convnet sweep's and resnet18's. The live tensors are not used for
+// this: the training thread may be writing to them (an accumulating
+// `.grad`). A bound graph
 // that writes into an input writes into the live tensor, as the stock
 // engine's own call of that op would; one more replay on the twin's copies
 // finds such a graph, which is then never launched early (Note [Early

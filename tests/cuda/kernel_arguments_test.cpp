@@ -12,9 +12,9 @@
 //   backward, whose next launches failed on every thread: docs/design.md,
 //   Known gaps); the plan serves, and the shape's next graph copies the
 //   inputs that kernel reads, from the nodes holding them where it
-//   launches early. A capture leaves the graph pointing where the backward it was
-//   recorded from had its inputs, so a loop whose tensors do not move
-//   never asks the driver for new arguments.
+//   launches early. A capture leaves the graph pointing where the backward
+//   it was recorded from had its inputs, so a loop whose tensors do not
+//   move never asks the driver for new arguments.
 
 #include "cuda/graph_loop.hpp"
 
