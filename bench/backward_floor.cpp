@@ -36,10 +36,11 @@ bool backward_floor_available() noexcept {
 #endif
 }
 
-std::optional<double> backward_floor_ms(models::model& model, int64_t step, int runs) {
+std::optional<backward_floor> measure_backward_floor(models::model& model, int64_t step,
+                                                    int runs) {
 #ifdef GRADD_CUDA_HEADERS
   auto side = c10::cuda::getStreamFromPool();
-  std::vector<double> times;
+  std::vector<double> times, launches;
   {
     c10::cuda::CUDAStreamGuard on_side(side);
     for (int i = 0; i < 3; ++i) {
@@ -59,6 +60,9 @@ std::optional<double> backward_floor_ms(models::model& model, int64_t step, int 
     for (int r = 0; r < runs; ++r) {
       auto start = std::chrono::steady_clock::now();
       graph.replay();
+      launches.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+              .count());
       torch::cuda::synchronize();
       times.push_back(
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
@@ -66,8 +70,11 @@ std::optional<double> backward_floor_ms(models::model& model, int64_t step, int 
     }
     clear_grads(model);  // its tensors live in the graph's pool, freed with it
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  auto median = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  return backward_floor{median(times), median(launches)};
 #else
   (void)model, (void)step, (void)runs;
   return std::nullopt;

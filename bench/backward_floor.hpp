@@ -15,11 +15,17 @@ namespace gradd::measure {
 /// headers at build time).
 bool backward_floor_available() noexcept;
 
-/// Median milliseconds of `runs` replays of a CUDA graph holding the stock
-/// engine's backward of `model`'s loss at `step` (the forward excluded),
-/// each replay synchronized as gradd-bench's timed backwards are; nullopt
-/// where the build cannot measure it. gradd must be disabled or the caller
-/// inside a disable_guard. Leaves the parameters' `.grad` undefined.
-std::optional<double> backward_floor_ms(models::model& model, int64_t step, int runs);
+/// Medians over the replays of the floor's graph.
+struct backward_floor {
+  double ms = 0;         ///< a replay, synchronized
+  double launch_us = 0;  ///< of that, the CPU time of cudaGraphLaunch
+};
+
+/// The floor of `runs` replays of a CUDA graph holding the stock engine's
+/// backward of `model`'s loss at `step` (the forward excluded), each replay
+/// synchronized as gradd-bench's timed backwards are; nullopt where the
+/// build cannot measure it. gradd must be disabled or the caller inside a
+/// disable_guard. Leaves the parameters' `.grad` undefined.
+std::optional<backward_floor> measure_backward_floor(models::model& model, int64_t step, int runs);
 
 } // namespace gradd::measure

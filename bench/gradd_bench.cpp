@@ -37,7 +37,10 @@
 // `--mode both` adds `floor_ms`, the stock engine's backward kernels replayed
 // from one CUDA graph (bench/backward_floor.hpp), and `floor_ratio`, gradd's
 // median over it; with `--shapes sweep` each batch size has its floor, and
-// `floor_ratio` is the median of each timed step's time over its own.
+// `floor_ratio` is the median of each timed step's time over its own;
+// `floor_launch_us` is the CPU time of the floor graph's launch. Every run
+// reports `returned_ms`, the median time until `backward()` returned (the
+// GPU may still run), beside `median_ms`, until its stream was done.
 // `--trace FILE` writes a kernel timeline (Chrome trace,
 // bench/kernel_trace.hpp) of `traced_steps` more steps after the timed
 // ones, each engine's backward in turn, gradd's first;
@@ -100,7 +103,8 @@ void synchronize(const torch::Device& device) {
 
 /// Runs one forward + backward of `model` on batch `step` with gradd on or
 /// off (gradd must be enabled). `probe()` is called right before the
-/// backward and returns what to call right after it; that call's result is
+/// backward and returns what to call right after it, with when `backward()`
+/// returned (before the wait for its stream); that call's result is
 /// returned.
 template <class Probe>
 auto measured_backward(gradd::models::model& model, int64_t step, bool with_gradd,
@@ -114,8 +118,9 @@ auto measured_backward(gradd::models::model& model, int64_t step, bool with_grad
   synchronize(device);
   auto finish = probe();
   loss.backward();
+  auto returned = std::chrono::steady_clock::now();
   synchronize(device);
-  return finish();
+  return finish(returned);
 }
 
 double milliseconds_since(std::chrono::steady_clock::time_point start) {
@@ -123,11 +128,20 @@ double milliseconds_since(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
-/// The backward's milliseconds.
-double timed_backward(gradd::models::model& model, int64_t step, bool with_gradd,
-                      const torch::Device& device) {
+/// A backward's milliseconds: until its stream was done, and until
+/// `backward()` returned (the CPU's share; the GPU may still run).
+struct backward_time {
+  double ms = 0;
+  double returned_ms = 0;
+};
+
+backward_time timed_backward(gradd::models::model& model, int64_t step, bool with_gradd,
+                             const torch::Device& device) {
   return measured_backward(model, step, with_gradd, device, [] {
-    return [start = std::chrono::steady_clock::now()] { return milliseconds_since(start); };
+    return [start = std::chrono::steady_clock::now()](auto returned) {
+      return backward_time{milliseconds_since(start),
+                           std::chrono::duration<double, std::milli>(returned - start).count()};
+    };
   });
 }
 
@@ -137,7 +151,7 @@ int64_t backward_peak(gradd::models::model& model, int64_t step, bool with_gradd
   std::optional<gradd::measure::peak_memory> peak;
   return measured_backward(model, step, with_gradd, device, [&] {
     peak.emplace(device);
-    return [&] { return peak->peak_above_start(); };
+    return [&](auto) { return peak->peak_above_start(); };
   });
 }
 
@@ -166,7 +180,7 @@ std::pair<double, double> gradient_ready_times(gradd::models::model& model, int6
     measured_backward(model, step, with_gradd, device, [&] {
       times.clear();
       start = std::chrono::steady_clock::now();
-      return [] { return 0; };
+      return [](auto) { return 0; };
     });
     std::sort(times.begin(), times.end());
     firsts.push_back(times.front());
@@ -240,7 +254,7 @@ std::pair<double, double> new_structure_firsts(gradd::models::model& model, int6
     for (bool with_gradd : {r % 2 == 0, r % 2 != 0}) {
       gradd::wait_for_compiles();
       (with_gradd ? gradd_firsts : stock_firsts)
-          .push_back(timed_backward(model, step, with_gradd, device));
+          .push_back(timed_backward(model, step, with_gradd, device).ms);
     }
   }
   return {summarize(gradd_firsts).median, summarize(stock_firsts).median};
@@ -250,6 +264,7 @@ std::pair<double, double> new_structure_firsts(gradd::models::model& model, int6
 struct step_floor {
   double ms = 0;
   double ratio = 0;
+  double launch_us = 0;  ///< the floor graph's cudaGraphLaunch, median over shapes
 };
 
 /// The floor (bench/backward_floor.hpp) of the steps timed as `times`, the
@@ -264,20 +279,23 @@ std::optional<step_floor> floor_of_steps(gradd::models::model& model, int64_t fi
   int64_t shapes = shape_sweep ? sweep_batch_sizes : 1;
   int64_t after = first_step + static_cast<int64_t>(times.size());
   std::vector<double> floor_of_shape(shapes);  // by step % shapes
+  std::vector<double> launches;
   for (int64_t step = after; step < after + shapes; ++step) {
-    auto floor = gradd::measure::backward_floor_ms(model, step, 50);
+    auto floor = gradd::measure::measure_backward_floor(model, step, 50);
     if (!floor)
       return std::nullopt;
-    floor_of_shape[step % shapes] = *floor;
+    floor_of_shape[step % shapes] = floor->ms;
+    launches.push_back(floor->launch_us);
   }
+  double launch_us = summarize(launches).median;
   if (!shape_sweep)
-    return step_floor{floor_of_shape[0], summarize(times).median / floor_of_shape[0]};
+    return step_floor{floor_of_shape[0], summarize(times).median / floor_of_shape[0], launch_us};
   std::vector<double> floors, ratios;
   for (size_t i = 0; i < times.size(); ++i) {
     floors.push_back(floor_of_shape[(first_step + static_cast<int64_t>(i)) % shapes]);
     ratios.push_back(times[i] / floors.back());
   }
-  return step_floor{summarize(floors).median, summarize(ratios).median};
+  return step_floor{summarize(floors).median, summarize(ratios).median, launch_us};
 }
 
 /// Runs the benchmark `o` describes and prints its JSON line.
@@ -300,8 +318,10 @@ int run(const options& o) {
   double slowest_gradd = 0, slowest_eager = 0;
   int64_t slowest_gradd_step = 0;
   uint64_t captures_before_slowest = 0;
+  std::vector<double> gradd_returns, eager_returns;  // of the timed steps
   auto step = [&](int64_t i, bool with_gradd) {
-    double ms = timed_backward(*model, i, with_gradd, device);
+    auto [ms, returned_ms] = timed_backward(*model, i, with_gradd, device);
+    (with_gradd ? gradd_returns : eager_returns).push_back(returned_ms);
     if (with_gradd && ms > slowest_gradd) {
       slowest_gradd_step = i;
       captures_before_slowest = gradd::stats().graph_captures;
@@ -326,6 +346,8 @@ int run(const options& o) {
   gradd::wait_for_compiles();
   auto before = gradd::stats();
   std::vector<double> gradd_times, eager_times;
+  gradd_returns.clear();
+  eager_returns.clear();
   // The engines take turns going first: the second backward of a step
   // finds the allocator and the caches as the first left them.
   for (int i = 0; i < o.iters; ++i) {
@@ -345,7 +367,7 @@ int run(const options& o) {
       // starts (a forward may synchronize too: a copy from the host).
       auto marked = [&] {
         synchronize(device);
-        return [] { return 0; };
+        return [](auto) { return 0; };
       };
       for (int i = 0; i < traced_steps; ++i) {
         int64_t index = o.warmup + o.iters + i;
@@ -375,13 +397,16 @@ int run(const options& o) {
               static_cast<unsigned long long>(plan_backwards),
               static_cast<unsigned long long>(graph_backwards),
               static_cast<unsigned long long>(eager_backwards), diff, stock_diff);
+  std::printf(", \"returned_ms\": %.4f",
+              summarize(run_gradd ? gradd_returns : eager_returns).median);
   if (graph_backwards)
     std::printf(", \"hit_us\": {\"walk\": %.1f, \"lift\": %.1f, \"copy\": %.1f, "
-                "\"launch\": %.1f, \"hand_out\": %.1f}",
+                "\"launch\": %.1f, \"cuda_launch\": %.1f, \"hand_out\": %.1f}",
                 per_hit_us(&gradd::statistics::graph_walk_ns),
                 per_hit_us(&gradd::statistics::graph_lift_ns),
                 per_hit_us(&gradd::statistics::graph_copy_ns),
                 per_hit_us(&gradd::statistics::graph_launch_ns),
+                per_hit_us(&gradd::statistics::graph_cuda_launch_ns),
                 per_hit_us(&gradd::statistics::graph_hand_out_ns));
   if (graph_backwards)
     std::printf(", \"rewrites_per_hit\": %.2f, \"early_launches\": %llu, \"early_misses\": %llu, "
@@ -395,9 +420,10 @@ int run(const options& o) {
                                                 - before.graph_bets_before_engine));
   if (o.mode == "both") {
     auto e = summarize(eager_times);
-    std::printf(", \"eager_median_ms\": %.4f, \"ratio\": %.4f, \"eager_first_ms\": %.4f, "
-                "\"first_ratio\": %.4f",
-                e.median, s.median / e.median, eager_first_ms, first_ms / eager_first_ms);
+    std::printf(", \"eager_median_ms\": %.4f, \"eager_returned_ms\": %.4f, \"ratio\": %.4f, "
+                "\"eager_first_ms\": %.4f, \"first_ratio\": %.4f",
+                e.median, summarize(eager_returns).median, s.median / e.median, eager_first_ms,
+                first_ms / eager_first_ms);
     if (structure_sweep || shape_sweep)
       std::printf(", \"stall_ratio\": %.4f, \"slowest_ms\": %.4f, \"slowest_step\": %lld, "
                   "\"captures_by_slowest\": %llu, \"eager_slowest_ms\": %.4f",
@@ -421,7 +447,8 @@ int run(const options& o) {
                 eager_peak / 1e6, graph_bytes / 1e6, graph_stats.graph_bound_bytes / 1e6);
     if (device.is_cuda()) {
       if (auto floor = floor_of_steps(*model, o.warmup, gradd_times, shape_sweep))
-        std::printf(", \"floor_ms\": %.4f, \"floor_ratio\": %.4f", floor->ms, floor->ratio);
+        std::printf(", \"floor_ms\": %.4f, \"floor_ratio\": %.4f, \"floor_launch_us\": %.1f",
+                    floor->ms, floor->ratio, floor->launch_us);
       else
         std::cerr << "gradd-bench: built without the CUDA toolkit's headers: no floor_ms\n";
     }

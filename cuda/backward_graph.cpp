@@ -323,6 +323,20 @@ void backward_graph::hand_out(leaf_gradient& g, const at::Tensor& variable,
   functional::accumulate_into_grad(variable, at::Tensor(lent));
 }
 
+size_t backward_graph::nodes() const {
+  size_t count = 0;
+  C10_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &count));
+  return count;
+}
+
+void backward_graph::launch(c10::cuda::CUDAStream stream) {
+  auto start = std::chrono::steady_clock::now();
+  C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream.stream()));
+  graph_cache::instance().counters.cuda_launch_ns.fetch_add(
+      nanoseconds_between(start, std::chrono::steady_clock::now()), std::memory_order_relaxed);
+  replayed_->record(stream);
+}
+
 void backward_graph::follow_caller(c10::cuda::CUDAStream stream) const {
   auto caller = c10::cuda::getCurrentCUDAStream(stream.device_index());
   if (caller != stream) {
@@ -392,10 +406,8 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
     counters.early_misses.fetch_add(1, std::memory_order_relaxed);
   batched_copy(spans, stream.stream());
   auto copied = std::chrono::steady_clock::now();
-  if (!early || moved) {
-    C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream.stream()));
-    replayed_->record(stream);
-  }
+  if (!early || moved)
+    launch(stream);
   if (bets_on)  // what it copies, an early launch copies from the live holders
     note_addresses(live, rewritten > 0, *bets_on);
   auto launched = std::chrono::steady_clock::now();

@@ -144,6 +144,9 @@ public:
                                                        std::optional<early_launch> early,
                                                        const backward_nodes* bets_on);
 
+  /// The graph's nodes (kernels, copies, memsets), as the driver counts them.
+  size_t nodes() const;
+
   /// Device memory the graph holds: copies of inputs and its pool.
   size_t bytes() const noexcept { return bytes_; }
 
@@ -186,6 +189,8 @@ private:
   /// Orders `stream` after the calling thread's current stream.
   void follow_caller(c10::cuda::CUDAStream stream) const;
   void take_back_lent(c10::cuda::CUDAStream stream);
+  /// Launches the graph on `stream` and records its end (replayed_).
+  void launch(c10::cuda::CUDAStream stream);
   /// At capture: no replay writes into a bound input (checked by one on
   /// `twins`, copies of the static buffers).
   bool reads_stale_harmlessly(const std::vector<at::Tensor>& twins, c10::cuda::CUDAStream side);

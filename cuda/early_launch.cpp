@@ -196,8 +196,7 @@ backward_graph::launch_early(c10::cuda::CUDAStream stream, const backward_nodes&
   follow_caller(stream);
   take_back_lent(stream);
   batched_copy(*copies, stream.stream());
-  C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream.stream()));
-  replayed_->record(stream);
+  launch(stream);
   graph_cache::instance().counters.early_launches.fetch_add(1, std::memory_order_relaxed);
   return early_launch(std::move(replaying));
 }

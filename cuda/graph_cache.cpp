@@ -68,6 +68,7 @@ void graph_counters::reset() noexcept {
   lift_ns = 0;
   copy_ns = 0;
   launch_ns = 0;
+  cuda_launch_ns = 0;
   hand_out_ns = 0;
 }
 

@@ -82,10 +82,11 @@ struct graph_counters {
   std::atomic<uint64_t> early_misses{0};      ///< of those, launched again or abandoned
   std::atomic<uint64_t> bets_before_engine{0};  ///< of those, launched before Engine::execute
   // CPU time of each piece of the graph hits, summed over graph_backwards.
-  std::atomic<uint64_t> walk_ns{0};      ///< hook entry to the lift: walk, plan lookup, graph checks
+  std::atomic<uint64_t> walk_ns{0};  ///< the walk, plan lookup and graph checks (before the engine, for a bet placed there)
   std::atomic<uint64_t> lift_ns{0};      ///< re-lift through compiled_args and the shape key
   std::atomic<uint64_t> copy_ns{0};      ///< misfit check, copy-on-write, batched copy launch
-  std::atomic<uint64_t> launch_ns{0};    ///< the graph launch
+  std::atomic<uint64_t> launch_ns{0};    ///< the graph launch, with an early launch's bet
+  std::atomic<uint64_t> cuda_launch_ns{0};  ///< of launch_ns, the cudaGraphLaunch calls
   std::atomic<uint64_t> hand_out_ns{0};  ///< gradients to .grad, results cloned
   std::atomic<int64_t> bytes{0};              ///< device memory all graphs hold
   std::atomic<int64_t> bound_bytes{0};        ///< inputs all graphs read in place (Note [Bound inputs])

@@ -265,7 +265,8 @@ void placed_bet_deleter::operator()(placed_bet* bet) const noexcept {
 }
 
 early_bet bet_before_engine(uint64_t structure, const compiler::graph& table,
-                            const std::vector<Node*>& nodes, const settings& config) {
+                            const std::vector<Node*>& nodes, const settings& config,
+                            std::chrono::steady_clock::time_point walk_began) {
   const auto& policy = config.cuda_graphs;
   if (!policy.enabled || policy.mode == graph_shape_policy::dynamic_shapes || !policy.early_launch)
     return nullptr;
@@ -282,6 +283,8 @@ early_bet bet_before_engine(uint64_t structure, const compiler::graph& table,
         c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, *stream), {nodes, table});
   if (launch) {
     cache.counters.bets_before_engine.fetch_add(1, std::memory_order_relaxed);
+    cache.counters.walk_ns.fetch_add(nanoseconds_between(walk_began, start),
+                                     std::memory_order_relaxed);
     cache.counters.launch_ns.fetch_add(
         nanoseconds_between(start, std::chrono::steady_clock::now()), std::memory_order_relaxed);
   } else {
@@ -402,6 +405,7 @@ void add_graph_statistics(statistics& s) {
   s.graph_lift_ns = counters.lift_ns.load();
   s.graph_copy_ns = counters.copy_ns.load();
   s.graph_launch_ns = counters.launch_ns.load();
+  s.graph_cuda_launch_ns = counters.cuda_launch_ns.load();
   s.graph_hand_out_ns = counters.hand_out_ns.load();
   s.graph_recordings = counters.recordings.load();
   s.graph_rewrites = counters.rewrites.load();

@@ -40,10 +40,12 @@ using early_bet = std::unique_ptr<placed_bet, placed_bet_deleter>;
 /// root, is not read), as serve_from_graph would after its walk (Note
 /// [Early launch]). A bet that launched nothing where it looked for one and
 /// found none, which spares serve_from_graph looking again; null where the
-/// backward may not bet at all.
+/// backward may not bet at all. The walk that found the plan began at
+/// `walk_began`: a launched bet counts it as its hit's walk.
 early_bet bet_before_engine(uint64_t structure, const compiler::graph& table,
                             const std::vector<torch::autograd::Node*>& nodes,
-                            const settings& config);
+                            const settings& config,
+                            std::chrono::steady_clock::time_point walk_began);
 
 /// A backward whose structure has a plan, as the graph path sees it.
 struct graph_call {

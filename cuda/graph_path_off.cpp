@@ -12,7 +12,8 @@ void placed_bet_deleter::operator()(placed_bet* bet) const noexcept {
 }
 
 early_bet bet_before_engine(uint64_t, const compiler::graph&,
-                            const std::vector<torch::autograd::Node*>&, const settings&) {
+                            const std::vector<torch::autograd::Node*>&, const settings&,
+                            std::chrono::steady_clock::time_point) {
   return nullptr;
 }
 

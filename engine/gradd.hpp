@@ -89,15 +89,17 @@ struct statistics {
   uint64_t graph_capture_failures = 0;  ///< captures that failed (the structure stays on plans)
   uint64_t graph_evictions = 0;  ///< graphs evicted beyond cuda_graphs.max_graphs
   uint64_t graph_copy_on_writes = 0;  ///< lent gradients copied before a replay (still held)
-  /// CPU time of the pieces of the graph-served backwards, summed: from
-  /// the hook's entry to the lift (the walk, the plan lookup, the graph
-  /// path's checks), the re-lift of saved tensors with the shape key, the
-  /// copy-in (with the misfit check and copy-on-write), the graph launch,
-  /// the hand-out.
+  /// CPU time of the pieces of the graph-served backwards, summed: the
+  /// walk, the plan lookup and the graph path's checks (the hook's, and
+  /// before the engine those of a bet placed there), the re-lift of saved
+  /// tensors with the shape key, the copy-in (with the misfit check and
+  /// copy-on-write), the graph launch (with an early launch's bet), the
+  /// hand-out.
   uint64_t graph_walk_ns = 0;
   uint64_t graph_lift_ns = 0;
   uint64_t graph_copy_ns = 0;
   uint64_t graph_launch_ns = 0;
+  uint64_t graph_cuda_launch_ns = 0;  ///< of graph_launch_ns, cudaGraphLaunch's own
   uint64_t graph_hand_out_ns = 0;
 
   /// Backwards that fell back for `reason`.

@@ -49,6 +49,7 @@ cuda::early_bet place(const std::vector<Edge>& roots, const torch::autograd::var
   const auto& config = *policy->config;
   if (config.fallback.force_eager)
     return nullptr;
+  auto walk_began = std::chrono::steady_clock::now();
   // The hook adopts this walk (adopt_walk), bet or not.
   auto& walk = walked.walk;
   torch::autograd::GraphRoot root(roots, inputs);
@@ -70,7 +71,8 @@ cuda::early_bet place(const std::vector<Edge>& roots, const torch::autograd::var
       || record->serve_from.load() != 0)
     return nullptr;
   c10::AutoGradMode no_grad(false);  // as in the hook: create_graph is false
-  return cuda::bet_before_engine(record->id, record->compiled->ir, walk.nodes, config);
+  return cuda::bet_before_engine(record->id, record->compiled->ir, walk.nodes, config,
+                                 walk_began);
 }
 
 } // namespace
