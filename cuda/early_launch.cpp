@@ -23,14 +23,18 @@
 // index: a stale one sends a kernel out of bounds or trips its device
 // assert (seen on the H200: convnet's `nll_loss` backward read its targets
 // stale and asserted, which ends the process's CUDA context). So the
-// integer inputs (max-pool indices, a loss's targets) are read live: each
+// integer inputs wide enough to index (max-pool indices, a loss's targets;
+// ATen indexes with 32- and 64-bit integers) are read live: each
 // is held by one node (found in the recording at capture), which is lifted
 // alone before the early launch, and the graph is pointed at its tensor.
 // Live indices are in bounds only for the shape their node was captured
 // with (a max-pool's index the plane of its input, the graph's buffer has
 // the captured size), so the launch waits for the full lift unless that
 // node's lift alone has the shape key it had at a replay of this graph.
-// Floating, complex and boolean inputs are read as data, not as addresses.
+// Floating, complex, boolean and 8-bit integer inputs are read as data,
+// not as addresses: bytes are what cuDNN's RNN keeps for its backward (its
+// reserve), whose live read lifted the whole RNN node before each launch
+// (25–30 µs of the lstm's 44 µs launch on the H200).
 // A graph launches early only if
 // - no replay writes into a bound input (checked once, at capture, by a
 //   replay on copies; its own static buffers and pool it may write), and
@@ -89,6 +93,12 @@ int64_t segment_frees(c10::DeviceIndex device) {
 /// inputs).
 constexpr size_t max_live_holders = 16;
 
+/// Whether an input of type `t` may hold indices, which an early launch
+/// reads live; 8-bit integers are bytes, read as data.
+bool may_index(at::ScalarType t) {
+  return at::isIntegralType(t, false) && c10::elementSize(t) > 1;
+}
+
 bool same_layout(const at::Tensor& a, const at::Tensor& b) {
   return a.defined() && b.defined() && a.scalar_type() == b.scalar_type()
          && a.sizes() == b.sizes() && a.strides() == b.strides();
@@ -101,7 +111,7 @@ bool backward_graph::find_live_holders(const engine::functional::recording& reco
   std::vector<uint32_t> nodes;
   for (uint32_t i = 0; i < inputs_.size(); ++i) {
     const auto& input = inputs_[i];
-    bool index = input.is_meta() && at::isIntegralType(input.scalar_type(), false);
+    bool index = input.is_meta() && may_index(input.scalar_type());
     bool copied = !borrowed_[i] && input.defined() && !input.is_meta() && span_bytes(input) > 0;
     if (!index && !copied)
       continue;  // read as data where it is bound, or a parameter
