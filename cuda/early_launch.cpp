@@ -34,7 +34,7 @@
 // Floating, complex, boolean and 8-bit integer inputs are read as data,
 // not as addresses: bytes are what cuDNN's RNN keeps for its backward (its
 // reserve), whose live read lifted the whole RNN node before each launch
-// (25–30 µs of the lstm's 44 µs launch on the H200).
+// (20–25 µs of the lstm's 30–43 µs launch on the H200).
 // A graph launches early only if
 // - no replay writes into a bound input (checked once, at capture, by a
 //   replay on copies; its own static buffers and pool it may write), and
