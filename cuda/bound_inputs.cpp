@@ -301,6 +301,11 @@ void bound_inputs::keep_only(const std::vector<bool>& keep) {
       needed.push_back(std::move(node));
   }
   nodes_ = std::move(needed);
+  readers_.assign(kept_.size(), {});
+  for (uint32_t n = 0; n < nodes_.size(); ++n)
+    for (const auto& slot : nodes_[n]->slots)
+      if (readers_[slot.input].empty() || readers_[slot.input].back() != n)
+        readers_[slot.input].push_back(n);
 }
 
 bool bound_inputs::empty() const noexcept {
@@ -336,35 +341,64 @@ std::optional<size_t> bound_inputs::bind(cudaGraphExec_t exec,
       moved = moved || sources[slot.input] != bound_to_[slot.input];
     if (!moved)
       continue;
-    for (const auto& slot : node->slots) {
-      uintptr_t address = reinterpret_cast<uintptr_t>(sources[slot.input]) + slot.offset;
-      if (node->is_copy)
-        node->copy.srcPtr.ptr = reinterpret_cast<void*>(address);
-      else
-        std::memcpy(node->values.data() + slot.at, &address, sizeof address);
-    }
-    if (int status = node->set_in(exec); status != 0) {
-      (void)cudaGetLastError();
-      std::fill(bound_to_.begin(), bound_to_.end(), nullptr);
-      refused_inputs_.clear();
-      for (const auto& other : nodes_)
-        if (other.get() == node.get()
-            || (!node->is_copy && !other->is_copy && other->kernel.func == node->kernel.func
-                && other->kernel.kern == node->kernel.kern))
-          for (const auto& slot : other->slots)
-            refused_inputs_.push_back(slot.input);
-      std::sort(refused_inputs_.begin(), refused_inputs_.end());
-      refused_inputs_.erase(std::unique(refused_inputs_.begin(), refused_inputs_.end()),
-                            refused_inputs_.end());
-      refusal_ = node->is_copy ? "a memcpy node (error " + std::to_string(status) + ")"
-                               : "a kernel node (error " + std::to_string(status) + "; "
-                                     + shared_memory_of(node->kernel) + ")";
+    if (!rewrite(exec, *node, sources))
       return std::nullopt;
-    }
     ++rewritten;
   }
   bound_to_ = sources;
   return rewritten;
+}
+
+std::optional<size_t> bound_inputs::bind_moved(
+    cudaGraphExec_t exec, const std::vector<std::pair<uint32_t, const void*>>& moved) {
+  if (bound_to_.size() != kept_.size())
+    return std::nullopt;
+  std::vector<uint32_t> due;
+  for (auto [input, address] : moved)
+    if (bound_to_[input] != address)
+      due.insert(due.end(), readers_[input].begin(), readers_[input].end());
+  std::sort(due.begin(), due.end());
+  due.erase(std::unique(due.begin(), due.end()), due.end());
+  for (auto n : due)
+    for (const auto& slot : nodes_[n]->slots)
+      if (!bound_to_[slot.input])
+        return std::nullopt;  // that node's other inputs are not known
+  for (auto [input, address] : moved)
+    bound_to_[input] = address;
+  for (auto n : due)
+    if (!rewrite(exec, *nodes_[n], bound_to_))
+      return std::nullopt;
+  return due.size();
+}
+
+bool bound_inputs::rewrite(cudaGraphExec_t exec, node_arguments& node,
+                           const std::vector<const void*>& sources) {
+  for (const auto& slot : node.slots) {
+    uintptr_t address = reinterpret_cast<uintptr_t>(sources[slot.input]) + slot.offset;
+    if (node.is_copy)
+      node.copy.srcPtr.ptr = reinterpret_cast<void*>(address);
+    else
+      std::memcpy(node.values.data() + slot.at, &address, sizeof address);
+  }
+  int status = node.set_in(exec);
+  if (status == 0)
+    return true;
+  (void)cudaGetLastError();
+  std::fill(bound_to_.begin(), bound_to_.end(), nullptr);
+  refused_inputs_.clear();
+  for (const auto& other : nodes_)
+    if (other.get() == &node
+        || (!node.is_copy && !other->is_copy && other->kernel.func == node.kernel.func
+            && other->kernel.kern == node.kernel.kern))
+      for (const auto& slot : other->slots)
+        refused_inputs_.push_back(slot.input);
+  std::sort(refused_inputs_.begin(), refused_inputs_.end());
+  refused_inputs_.erase(std::unique(refused_inputs_.begin(), refused_inputs_.end()),
+                        refused_inputs_.end());
+  refusal_ = node.is_copy ? "a memcpy node (error " + std::to_string(status) + ")"
+                          : "a kernel node (error " + std::to_string(status) + "; "
+                                + shared_memory_of(node.kernel) + ")";
+  return false;
 }
 
 } // namespace gradd::cuda

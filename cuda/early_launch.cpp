@@ -158,9 +158,7 @@ bool backward_graph::learn_live_holders(const std::vector<at::Tensor>& live,
 
 std::optional<std::vector<copy_span>>
 backward_graph::read_live_holders(const backward_nodes& backward) {
-  // Copied from bound_to() only where an integer input is pointed at: an
-  // early launch of a graph without one allocates nothing here.
-  std::optional<std::vector<const void*>> sources;
+  std::vector<std::pair<uint32_t, const void*>> pointed;  // integer inputs, read live
   std::vector<copy_span> copies;
   for (const auto& holder : holders_) {
     auto lifted = lift_alone(backward, holder.node);
@@ -175,13 +173,11 @@ backward_graph::read_live_holders(const backward_nodes& backward) {
                         span_bytes(tensor)});
       copied_early_from_[holder.input] = tensor.const_data_ptr();
     } else {
-      if (!sources)
-        sources = bound_.bound_to();
-      (*sources)[holder.input] = tensor.const_data_ptr();
+      pointed.emplace_back(holder.input, tensor.const_data_ptr());
     }
   }
-  if (sources) {
-    auto rewrites = bound_.bind(exec_, *sources);
+  if (!pointed.empty()) {
+    auto rewrites = bound_.bind_moved(exec_, pointed);
     if (!rewrites)
       return std::nullopt;  // the replay's bind rewrites every node
     graph_cache::instance().counters.rewrites.fetch_add(*rewrites, std::memory_order_relaxed);
