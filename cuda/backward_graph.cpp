@@ -323,7 +323,7 @@ void backward_graph::hand_out(leaf_gradient& g, const at::Tensor& variable,
   functional::accumulate_into_grad(variable, at::Tensor(lent));
 }
 
-size_t backward_graph::nodes() const {
+size_t backward_graph::node_count() const {
   size_t count = 0;
   C10_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &count));
   return count;

@@ -145,7 +145,7 @@ public:
                                                        const backward_nodes* bets_on);
 
   /// The graph's nodes (kernels, copies, memsets), as the driver counts them.
-  size_t nodes() const;
+  size_t node_count() const;
 
   /// Device memory the graph holds: copies of inputs and its pool.
   size_t bytes() const noexcept { return bytes_; }

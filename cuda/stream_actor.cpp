@@ -56,7 +56,7 @@ void publish(const capture_request& r, std::shared_ptr<backward_graph> graph) {
   auto& cache = graph_cache::instance();
   auto& structure = r.graphs;
   auto kib = [](size_t bytes) { return std::to_string(bytes >> 10) + " KiB"; };
-  auto held = std::to_string(graph->nodes()) + " nodes, " + kib(graph->bytes()) + ": its pool " + kib(graph->pool_bytes()) + ", copies of inputs "
+  auto held = std::to_string(graph->node_count()) + " nodes, " + kib(graph->bytes()) + ": its pool " + kib(graph->pool_bytes()) + ", copies of inputs "
               + kib(graph->bytes() - graph->pool_bytes()) + "; " + kib(graph->bound_bytes())
               + " of inputs read in place";
   std::vector<std::shared_ptr<backward_graph>> evicted;
