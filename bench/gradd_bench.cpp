@@ -318,24 +318,22 @@ int run(const options& o) {
   double slowest_gradd = 0, slowest_eager = 0;
   int64_t slowest_gradd_step = 0;
   uint64_t captures_before_slowest = 0;
-  std::vector<double> gradd_returns, eager_returns;  // of the timed steps
   auto step = [&](int64_t i, bool with_gradd) {
-    auto [ms, returned_ms] = timed_backward(*model, i, with_gradd, device);
-    (with_gradd ? gradd_returns : eager_returns).push_back(returned_ms);
-    if (with_gradd && ms > slowest_gradd) {
+    auto time = timed_backward(*model, i, with_gradd, device);
+    if (with_gradd && time.ms > slowest_gradd) {
       slowest_gradd_step = i;
       captures_before_slowest = gradd::stats().graph_captures;
     }
     auto& slowest = with_gradd ? slowest_gradd : slowest_eager;
-    slowest = std::max(slowest, ms);
-    return ms;
+    slowest = std::max(slowest, time.ms);
+    return time;
   };
   for (int i = 0; i < stock_warmups; ++i)
     timed_backward(*model, 0, false, device);
-  double first_ms = step(0, run_gradd);
+  double first_ms = step(0, run_gradd).ms;
   // The stock engine's first backward of this structure and shape, CUDA
   // warmed up as for gradd's: what a new structure's first_ms is held to.
-  double eager_first_ms = run_eager && run_gradd ? step(0, false) : 0;
+  double eager_first_ms = run_eager && run_gradd ? step(0, false).ms : 0;
   for (int i = 1; i < o.warmup; ++i) {
     if (run_eager && run_gradd)
       step(i, false);
@@ -345,20 +343,23 @@ int run(const options& o) {
   // time what is served once they are there.
   gradd::wait_for_compiles();
   auto before = gradd::stats();
-  std::vector<double> gradd_times, eager_times;
-  gradd_returns.clear();
-  eager_returns.clear();
+  std::vector<double> gradd_times, eager_times, gradd_returns, eager_returns;
+  auto timed_step = [&](int64_t index, bool with_gradd) {
+    auto time = step(index, with_gradd);
+    (with_gradd ? gradd_times : eager_times).push_back(time.ms);
+    (with_gradd ? gradd_returns : eager_returns).push_back(time.returned_ms);
+  };
   // The engines take turns going first: the second backward of a step
   // finds the allocator and the caches as the first left them.
   for (int i = 0; i < o.iters; ++i) {
     int64_t index = o.warmup + i;
     bool gradd_first = i % 2 == 1;
     if (run_gradd && gradd_first)
-      gradd_times.push_back(step(index, true));
+      timed_step(index, true);
     if (run_eager)
-      eager_times.push_back(step(index, false));
+      timed_step(index, false);
     if (run_gradd && !gradd_first)
-      gradd_times.push_back(step(index, true));
+      timed_step(index, true);
   }
   auto after = gradd::stats();
   if (!o.trace.empty())

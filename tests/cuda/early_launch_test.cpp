@@ -14,6 +14,26 @@ using gradd::test::policy;
 using gradd::test::run_loop;
 using torch::Tensor;
 
+namespace {
+
+/// The early launches counted as step `step` began and as the next one
+/// did: whether step `step` launched early.
+struct launches_around {
+  explicit launches_around(size_t step) : step(step) {}
+  /// Call at the start of each step `at`.
+  void watch(size_t at) {
+    if (at == step)
+      before = gradd::stats().graph_early_launches;
+    if (at == step + 1)
+      after = gradd::stats().graph_early_launches;
+  }
+  size_t step;
+  uint64_t before = 0;
+  uint64_t after = 0;
+};
+
+} // namespace
+
 TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch])",
           "[cuda][graphs]") {
   if (!have_cuda())
@@ -81,32 +101,25 @@ TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch]
     CHECK(s.graph_early_misses == 0);
   }
   SECTION("no early launch after the allocator freed a segment, until a replay proves it again") {
-    uint64_t before_freeing = 0;
-    uint64_t after_freeing = 0;
+    launches_around freeing(6);
     auto s = run_loop(graphs, steady, [&](size_t step) {
-      if (step == 6) {
+      if (step == freeing.step) {
         torch::empty({64 << 20}, on_cuda);  // a segment of its own, free again at once
         c10::getDeviceAllocator(c10::kCUDA)->emptyCache();
-        before_freeing = gradd::stats().graph_early_launches;
       }
-      if (step == 7)
-        after_freeing = gradd::stats().graph_early_launches;
+      freeing.watch(step);
       return Tensor();
     });
-    CHECK(before_freeing >= 1);
-    CHECK(after_freeing == before_freeing);  // step 6 was not launched early
-    CHECK(s.graph_early_launches > after_freeing);
+    CHECK(freeing.before >= 1);
+    CHECK(freeing.after == freeing.before);  // step 6 was not launched early
+    CHECK(s.graph_early_launches > freeing.after);
   }
   SECTION("an index is read live, and only while the node holding it has its captured shape") {
     auto w = (torch::randn({64, 64}, on_cuda) * 0.1).requires_grad_();
     const std::vector<int64_t> batches{16, 16, 16, 16, 16, 16, 32, 32, 32, 32};
-    uint64_t before_new_shape = 0;
-    uint64_t after_new_shape = 0;
+    launches_around new_shape(6);
     auto s = compare_steps(graphs, batches.size(), [&](size_t step) {
-      if (step == 6)
-        before_new_shape = gradd::stats().graph_early_launches;
-      if (step == 7)
-        after_new_shape = gradd::stats().graph_early_launches;
+      new_shape.watch(step);
       auto batch = batches[step];
       auto rows = torch::arange(batch * 64, torch::dtype(torch::kFloat32).device(torch::kCUDA));
       auto x = torch::sin(rows.reshape({batch, 64}) * (0.01 * static_cast<double>(step + 1)));
@@ -120,23 +133,19 @@ TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch]
     });
     CHECK(s.graph_backwards == 8);
     CHECK(s.graph_bound_bytes >= 16 * 8);  // the targets among them (not zeros)
-    CHECK(before_new_shape >= 1);
+    CHECK(new_shape.before >= 1);
     // The bet on batch 16's graph, whose loss node now holds 32 targets, is not launched.
-    CHECK(after_new_shape == before_new_shape);
-    CHECK(s.graph_early_launches > after_new_shape);
+    CHECK(new_shape.after == new_shape.before);
+    CHECK(s.graph_early_launches > new_shape.after);
   }
   SECTION("bytes are read as data: cuDNN's RNN reserve does not hold a launch back") {
     torch::nn::LSTM lstm(torch::nn::LSTMOptions(8, 16).num_layers(2));
     lstm->to(torch::kCUDA);
     auto params = lstm->parameters();
     const std::vector<int64_t> batches{4, 4, 4, 4, 4, 4, 8, 8, 8, 8};
-    uint64_t before_new_shape = 0;
-    uint64_t after_new_shape = 0;
+    launches_around new_shape(6);
     auto s = compare_steps(graphs, batches.size(), [&](size_t step) {
-      if (step == 6)
-        before_new_shape = gradd::stats().graph_early_launches;
-      if (step == 7)
-        after_new_shape = gradd::stats().graph_early_launches;
+      new_shape.watch(step);
       auto batch = batches[step];
       auto steps = torch::arange(5 * batch * 8, torch::dtype(torch::kFloat32).device(torch::kCUDA));
       auto x = torch::sin(steps.reshape({5, batch, 8}) * (0.01 * static_cast<double>(step + 1)));
@@ -145,10 +154,10 @@ TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch]
       return grads_of(params);
     });
     CHECK(s.graph_backwards == 8);
-    CHECK(before_new_shape >= 1);
+    CHECK(new_shape.before >= 1);
     // The bet on batch 4's graph launches, its reserve read where the last
     // replay found it (an index would have held it back), and is lost.
-    CHECK(after_new_shape == before_new_shape + 1);
+    CHECK(new_shape.after == new_shape.before + 1);
     CHECK(s.graph_early_misses >= 1);
   }
 }
