@@ -157,6 +157,22 @@ void capture_again_copying(const graph_call& c, structure_graphs& s, uint64_t sh
           + " inputs that kernel reads");
 }
 
+/// What the stock engine does after each node it ran, unless asked to keep
+/// the graph: lets go of its saved variables. A second backward then raises
+/// as on the stock engine, and the activations go back to the allocator
+/// before backward() returns, not when the caller drops the graph. The
+/// replay may still be reading them, as the stock engine's kernels may be
+/// when it lets go: the caching allocator hands their memory only to later
+/// work on the stream they were made on, the one the backward runs on.
+void release_saved_variables(const graph_call& c) {
+  auto start = std::chrono::steady_clock::now();
+  for (uint32_t i = 0; i < c.table.nodes.size(); ++i)
+    if (!c.table.nodes[i].is_root && compiler::should_execute(c.table.nodes[i]))
+      c.nodes[i]->release_variables();
+  graph_cache::instance().counters.hand_out_ns.fetch_add(
+      nanoseconds_between(start, std::chrono::steady_clock::now()), std::memory_order_relaxed);
+}
+
 /// When a graph hit finished its walk and began its lift; an early launch
 /// (Note [Early launch]) lies between the two.
 struct hit_times {
@@ -198,6 +214,8 @@ std::optional<variable_list> replay(const graph_call& c, structure_graphs& s, ui
       capture_again_copying(c, s, shape, graph, *why);
     return std::nullopt;
   }
+  if (!c.task.keep_graph_)
+    release_saved_variables(c);
   c.task.leaf_streams.emplace(stream);
   counters.graph_backwards.fetch_add(1, std::memory_order_relaxed);
   return results;

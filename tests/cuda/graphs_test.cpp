@@ -269,6 +269,17 @@ TEST_CASE("a backward kept for a capture lets go of its saved variables once rec
     m.loss(16, 1).backward();
     CHECK(gradd::stats().graph_backwards == 1);
   }
+  SECTION("a graph hit lets go of them too, as the stock engine does") {
+    m.loss(16, 0).backward();
+    REQUIRE(gradd::wait_for_compiles());
+    gradd::test::clear_grads(m.parameters());
+    auto loss = m.loss(16, 1);
+    loss.backward();
+    REQUIRE(gradd::stats().graph_backwards == 1);
+    CHECK_THROWS_WITH(loss.backward(), Catch::Contains("second time"));
+    // (retain_graph is part of a structure's key, and such a structure is
+    // never recorded: its backwards stay on plans, which keep them.)
+  }
   SECTION("with retain_graph they stay, and that backward is not recorded") {
     auto loss = m.loss(16, 0);
     loss.backward({}, /*retain_graph=*/true);
