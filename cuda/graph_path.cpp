@@ -73,7 +73,22 @@ bool has_hooks(const compiler::graph& table) {
   return false;
 }
 
-void keep_on_plans(structure_graphs& s, const graph_call& c, const std::string& why) {
+/// What a graph hit needs of its backward, from either entry: the hook's
+/// graph_call or a bet served before the engine (bet_call).
+struct hit_call {
+  uint64_t structure;
+  const compiler::graph& table;
+  const std::vector<Node*>& nodes;
+  const settings& config;
+  std::chrono::steady_clock::time_point entered;
+  bool keep_graph;
+};
+
+hit_call hit_of(const graph_call& c) {
+  return {c.structure, c.table, c.nodes, c.config, c.entered, c.task.keep_graph_};
+}
+
+void keep_on_plans(structure_graphs& s, const hit_call& c, const std::string& why) {
   {
     std::lock_guard lock(s.mutex);
     if (!s.plan_only.empty())
@@ -133,9 +148,9 @@ void learn_probe(structure_graphs& s, uint64_t shape, const backward_nodes& back
 
 /// A graph the driver would not point at moved inputs (a kernel node whose
 /// shared memory its kernel does not allow now: Known gaps, design.md)
-/// cannot follow them any more: the shape is captured again when next
-/// seen, copying the inputs that kernel reads.
-void capture_again_copying(const graph_call& c, structure_graphs& s, uint64_t shape,
+/// cannot follow them any more: the shape is captured again, copying the
+/// inputs that kernel reads.
+void capture_again_copying(const hit_call& c, structure_graphs& s, uint64_t shape,
                            const std::shared_ptr<backward_graph>& graph, const std::string& why) {
   size_t copied;
   {
@@ -164,7 +179,7 @@ void capture_again_copying(const graph_call& c, structure_graphs& s, uint64_t sh
 /// replay may still be reading them, as the stock engine's kernels may be
 /// when it lets go: the caching allocator hands their memory only to later
 /// work on the stream they were made on, the one the backward runs on.
-void release_saved_variables(const graph_call& c) {
+void release_saved_variables(const hit_call& c) {
   auto start = std::chrono::steady_clock::now();
   for (uint32_t i = 0; i < c.table.nodes.size(); ++i)
     if (!c.table.nodes[i].is_root && compiler::should_execute(c.table.nodes[i]))
@@ -180,10 +195,13 @@ struct hit_times {
   std::chrono::steady_clock::time_point lifting;
 };
 
-std::optional<variable_list> replay(const graph_call& c, structure_graphs& s, uint64_t shape,
+/// Replays `graph` for a backward whose inputs, lifted, are `live`, on
+/// `stream`; nullopt, the plan's to serve, where the graph does not fit
+/// them or the driver refused to point it at them.
+std::optional<variable_list> replay(const hit_call& c, structure_graphs& s, uint64_t shape,
                                     const std::shared_ptr<backward_graph>& graph,
                                     const std::vector<at::Tensor>& live, c10::Stream stream,
-                                    hit_times times,
+                                    hit_times times, bool probed,
                                     std::optional<backward_graph::early_launch> early) {
   auto& counters = graph_cache::instance().counters;
   counters.walk_ns.fetch_add(nanoseconds_between(c.entered, times.walked),
@@ -196,7 +214,7 @@ std::optional<variable_list> replay(const graph_call& c, structure_graphs& s, ui
     case backward_graph::fit::fits:
       break;
     case backward_graph::fit::parameter_moved: {
-      // A parameter was replaced: capture this shape again when next seen.
+      // A parameter was replaced: this shape is captured again.
       std::lock_guard lock(s.mutex);
       if (auto it = s.shapes.find(shape); it != s.shapes.end() && it->second.graph == graph)
         s.shapes.erase(it);
@@ -214,11 +232,73 @@ std::optional<variable_list> replay(const graph_call& c, structure_graphs& s, ui
       capture_again_copying(c, s, shape, graph, *why);
     return std::nullopt;
   }
-  if (!c.task.keep_graph_)
-    release_saved_variables(c);
-  c.task.leaf_streams.emplace(stream);
   counters.graph_backwards.fetch_add(1, std::memory_order_relaxed);
+  if (!probed && c.config.cuda_graphs.early_launch)
+    learn_probe(s, shape, backward);  // lifts the probe alone: before its variables go
+  if (!c.keep_graph)
+    release_saved_variables(c);
   return results;
+}
+
+/// A backward's inputs lifted for the graph path, and their shape key.
+struct lifted_inputs {
+  std::shared_ptr<ca::AutogradCompilerCall> call;
+  uint64_t shape = 0;
+};
+
+/// Lifts the inputs of `c`'s backward (the order functional capture lifts
+/// in) and keys their shape. Nullopt where no graph can serve it, with
+/// `why` saying why its structure should stay on plans; `why` empty where
+/// the caller's mistake is to blame (its saved variables are gone: the
+/// plan raises the stock engine's error).
+std::optional<lifted_inputs> lift_inputs(const hit_call& c, std::string& why) {
+  lifted_inputs lifted{std::make_shared<ca::AutogradCompilerCall>(ca::SizeInput::STATIC)};
+  std::optional<uint64_t> shape;
+  try {
+    shape = shape_key(*lifted.call, functional::lift_nodes_hashed(*lifted.call, c.nodes, c.table));
+  } catch (const std::exception& e) {
+    if (std::string_view(e.what()).find(torch::autograd::ERR_BACKWARD_TWICE) == std::string_view::npos)
+      why = e.what();
+    return std::nullopt;
+  }
+  if (!shape) {
+    why = "a lifted scalar is neither int, float nor bool";
+    return std::nullopt;
+  }
+  for (const auto& t : lifted.call->tensor_args.inputs)
+    if (t.defined() && !t.is_cuda()) {
+      why = "a saved tensor is on the CPU";
+      return std::nullopt;
+    }
+  lifted.shape = *shape;
+  return lifted;
+}
+
+/// Notes a backward of `shape` lifted for `s`'s graphs: whether its loop is
+/// steady (Note [Early launch]). Call with `s.mutex` held.
+void note_shape(structure_graphs& s, uint64_t shape) {
+  s.steady = shape == s.last_shape;
+  s.last_shape = shape;
+}
+
+/// Whether a backward of `shape`, which has no graph, is recorded for one
+/// (the policy, the memory limit, retain_graph); if so marks the shape as
+/// being captured and returns the inputs its graph copies. Call with
+/// `s.mutex` held.
+std::optional<std::vector<uint32_t>> claim_capture(structure_graphs& s, uint64_t shape,
+                                                   const graph_call& c) {
+  // Recording swaps the nodes' saved variables on the stream actor's
+  // thread, and a graph kept for another backward (retain_graph) may run
+  // again meanwhile: seen on the H200 as the next backward finding them
+  // gone. Such a shape is captured from a backward that frees them.
+  const auto& policy = c.config.cuda_graphs;
+  if (c.task.keep_graph_ || !wants_capture(s, shape, policy))
+    return std::nullopt;
+  if (graph_cache::instance().counters.bytes.load() >= int64_t{policy.memory_limit_mb} << 20)
+    return std::nullopt;
+  s.shapes[shape];  // being captured
+  auto it = s.copied_inputs.find(shape);
+  return it != s.copied_inputs.end() ? it->second : std::vector<uint32_t>{};
 }
 
 /// Serves the backward with its plan, keeping its saved variables for the
@@ -320,6 +400,7 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
   auto stream = single_stream(c.table, c.nodes);
   if (!stream)
     return std::nullopt;
+  auto hit = hit_of(c);
   auto& cache = graph_cache::instance();
   auto structure = cache.structure(c.structure);
   std::shared_ptr<backward_graph> bet;
@@ -335,7 +416,7 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
       return std::nullopt;
   }
   if (has_hooks(c.table)) {
-    keep_on_plans(*structure, c, "it has hooks");
+    keep_on_plans(*structure, hit, "it has hooks");
     return std::nullopt;
   }
 
@@ -346,37 +427,22 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
     early = bet->launch_early(c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, *stream),
                               {c.nodes, c.table});
   times.lifting = std::chrono::steady_clock::now();
-  auto call = std::make_shared<ca::AutogradCompilerCall>(ca::SizeInput::STATIC);
-  std::optional<uint64_t> shape;
-  try {
-    shape = shape_key(*call, functional::lift_nodes_hashed(*call, c.nodes, c.table));
-  } catch (const std::exception& e) {
-    // A graph whose saved variables are gone is the caller's mistake (a
-    // second backward without retain_graph): the plan raises the stock
-    // engine's error, and the structure keeps its graphs.
-    if (std::string_view(e.what()).find(torch::autograd::ERR_BACKWARD_TWICE) == std::string_view::npos)
-      keep_on_plans(*structure, c, e.what());
+  std::string why;
+  auto lifted = lift_inputs(hit, why);
+  if (!lifted) {
+    if (!why.empty())
+      keep_on_plans(*structure, hit, why);
     return std::nullopt;
   }
-  if (!shape) {
-    keep_on_plans(*structure, c, "a lifted scalar is neither int, float nor bool");
-    return std::nullopt;
-  }
-  const auto& live = call->tensor_args.inputs;
-  for (const auto& t : live)
-    if (t.defined() && !t.is_cuda()) {
-      keep_on_plans(*structure, c, "a saved tensor is on the CPU");
-      return std::nullopt;
-    }
+  auto shape = lifted->shape;
 
   std::shared_ptr<backward_graph> graph;
   bool probed = true;
-  std::vector<uint32_t> copied;
+  std::optional<std::vector<uint32_t>> copied;
   {
     std::lock_guard lock(structure->mutex);
-    structure->steady = *shape == structure->last_shape;
-    structure->last_shape = *shape;
-    if (auto it = structure->shapes.find(*shape); it != structure->shapes.end()) {
+    note_shape(*structure, shape);
+    if (auto it = structure->shapes.find(shape); it != structure->shapes.end()) {
       if (!it->second.graph) {
         cache.counters.during_capture.fetch_add(1, std::memory_order_relaxed);
         return std::nullopt;
@@ -384,29 +450,62 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
       graph = it->second.graph;
       probed = it->second.probed;
       it->second.last_used = ++structure->clock;
-    } else {
-      // Recording swaps the nodes' saved variables on the stream actor's
-      // thread, and a graph kept for another backward (retain_graph) may
-      // run again meanwhile: seen on the H200 as the next backward finding
-      // them gone. Such a shape is captured from a backward that frees them.
-      if (c.task.keep_graph_ || !wants_capture(*structure, *shape, policy))
-        return std::nullopt;
-      if (cache.counters.bytes.load() >= int64_t{policy.memory_limit_mb} << 20)
-        return std::nullopt;
-      structure->shapes[*shape];  // being captured
-      if (auto it = structure->copied_inputs.find(*shape); it != structure->copied_inputs.end())
-        copied = it->second;
+    } else if (!(copied = claim_capture(*structure, shape, c))) {
+      return std::nullopt;
     }
   }
   if (graph != bet)
     early.reset();  // a lost bet: its outputs are abandoned
   if (graph) {
-    auto results = replay(c, *structure, *shape, graph, live, *stream, times, std::move(early));
-    if (results && !probed && policy.early_launch)
-      learn_probe(*structure, *shape, {c.nodes, c.table});
-    return results;
+    auto results = replay(hit, *structure, shape, graph, lifted->call->tensor_args.inputs, *stream,
+                          times, probed, std::move(early));
+    if (results) {
+      c.task.leaf_streams.emplace(*stream);
+      return results;
+    }
+    // A graph dropped by its replay (a parameter replaced, new arguments
+    // refused) is replaced from this backward; one that did not fit it stays.
+    std::lock_guard lock(structure->mutex);
+    if (structure->shapes.count(shape) || !(copied = claim_capture(*structure, shape, c)))
+      return std::nullopt;
   }
-  return plan_then_capture(c, structure, *shape, std::move(copied), *stream, std::move(call));
+  return plan_then_capture(c, structure, shape, std::move(*copied), *stream,
+                           std::move(lifted->call));
+}
+
+std::optional<bet_served> serve_bet(early_bet& bet, const bet_call& c) {
+  if (!bet || !bet->launch || bet->structure != c.structure)
+    return std::nullopt;
+  auto stream = single_stream(c.table, c.nodes);
+  if (!stream)
+    return std::nullopt;
+  hit_call hit{c.structure, c.table, c.nodes, c.config, std::chrono::steady_clock::now(),
+               /*keep_graph=*/false};
+  hit_times times{hit.entered, hit.entered};  // the bet counted its walk and launch
+  std::string why;
+  auto lifted = lift_inputs(hit, why);
+  if (!lifted)
+    return std::nullopt;
+  auto structure = graph_cache::instance().structure(c.structure);
+  bool probed;
+  {
+    std::lock_guard lock(structure->mutex);
+    auto it = structure->shapes.find(lifted->shape);
+    if (!structure->plan_only.empty() || it == structure->shapes.end()
+        || it->second.graph != bet->graph)
+      return std::nullopt;  // another shape: the hook's graph path sorts it out
+    note_shape(*structure, lifted->shape);
+    probed = it->second.probed;
+    it->second.last_used = ++structure->clock;
+  }
+  auto placed = std::move(bet);
+  auto results = replay(hit, *structure, lifted->shape, placed->graph,
+                        lifted->call->tensor_args.inputs, *stream, times, probed,
+                        std::move(placed->launch));
+  if (!results)
+    return std::nullopt;
+  graph_cache::instance().counters.hits_before_engine.fetch_add(1, std::memory_order_relaxed);
+  return bet_served{std::move(*results), *stream};
 }
 
 void add_graph_statistics(statistics& s) {
@@ -430,6 +529,7 @@ void add_graph_statistics(statistics& s) {
   s.graph_early_launches = counters.early_launches.load();
   s.graph_early_misses = counters.early_misses.load();
   s.graph_bets_before_engine = counters.bets_before_engine.load();
+  s.graph_hits_before_engine = counters.hits_before_engine.load();
   s.backwards_during_capture = counters.during_capture.load();
 }
 

@@ -9,6 +9,7 @@
 #include "config/settings.hpp"
 #include "engine/gradd.hpp"
 
+#include <c10/core/Stream.h>
 #include <torch/csrc/autograd/edge.h>
 #include <torch/csrc/autograd/variable.h>
 
@@ -63,15 +64,45 @@ struct graph_call {
 };
 
 /// Serves `call` from the CUDA graph of its shape when there is one. When
-/// cuda_graphs.mode asks for a graph of a shape that has none, serves it with
-/// its plan (`run_plan`), keeping its saved variables, and has the stream
-/// actor record and capture it in the background. Returns the backward's
+/// cuda_graphs.mode asks for a graph of a shape that has none (or whose
+/// graph this replay dropped), serves it with its plan (`run_plan`),
+/// keeping its saved variables, and has the stream actor record and capture
+/// it in the background. Returns the backward's
 /// results in either case; nullopt, having changed nothing, where the
 /// caller's plan is to serve it: graphs off, not one CUDA stream, a shape
 /// being captured or not wanted yet, a structure that stays on plans, over
 /// the memory limit, or the graph busy on another thread. A backward served
 /// here leaves its stream in the task for post-processing, as a plan does.
 std::optional<torch::autograd::variable_list> serve_from_graph(const graph_call& call);
+
+/// A backward whose bet was placed before libtorch's engine, as serve_bet
+/// sees it.
+struct bet_call {
+  uint64_t structure;            ///< the plan's record id
+  const compiler::graph& table;  ///< the structure's node table
+  /// This backward's, in walk order; the first, its root, holds the
+  /// gradients it starts from.
+  const std::vector<torch::autograd::Node*>& nodes;
+  const settings& config;
+};
+
+/// A backward served by serve_bet: its results, and the stream its graph
+/// ran on, for the caller to join its own stream with.
+struct bet_served {
+  torch::autograd::variable_list results;
+  c10::Stream stream;
+};
+
+/// Serves a backward of `backward()` (no inputs=, no retain_graph) from the
+/// graph `bet` launched, if its lift confirms the bet: the structure's graph
+/// of its shape is that one (Note [Graph hits before the engine],
+/// engine/detail/early_bet.hpp). Takes the bet then. Nullopt otherwise,
+/// having changed nothing but the counters; the bet stays for the hook. A
+/// replay that finds its graph does not fit, or drops it (a parameter
+/// replaced, new arguments refused), takes the bet and gives nullopt too:
+/// the hook's graph path serves that backward as any other, and records it
+/// for the dropped graph's replacement.
+std::optional<bet_served> serve_bet(early_bet& bet, const bet_call& call);
 
 /// Adds the graph path's counters to `s`.
 void add_graph_statistics(statistics& s);

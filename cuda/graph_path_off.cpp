@@ -21,6 +21,10 @@ std::optional<torch::autograd::variable_list> serve_from_graph(const graph_call&
   return std::nullopt;
 }
 
+std::optional<bet_served> serve_bet(early_bet&, const bet_call&) {
+  return std::nullopt;
+}
+
 void add_graph_statistics(statistics&) {}
 
 void reset_graph_statistics() {}

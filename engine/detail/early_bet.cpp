@@ -5,9 +5,11 @@
 #include "engine/detail/engine_state.hpp"
 #include "engine/detail/graph_walk.hpp"
 #include "engine/detail/plan_runner.hpp"
+#include "engine/detail/post_processing.hpp"
 
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/anomaly_mode.h>
+#include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/functions/basic_ops.h>
 
 #include <algorithm>
@@ -27,6 +29,9 @@ struct placed_walk {
   std::shared_ptr<const serving_policy> policy;  ///< null: none to adopt
   /// The edges it was walked from: the hook's GraphRoot must have these.
   std::vector<std::pair<const torch::autograd::Node*, uint32_t>> roots;
+  /// The walk's first node, holding the gradients the backward starts from.
+  std::shared_ptr<torch::autograd::GraphRoot> root;
+  std::shared_ptr<graph_record> record;  ///< the plan a bet was placed for
 };
 thread_local placed_walk walked;
 
@@ -52,8 +57,8 @@ cuda::early_bet place(const std::vector<Edge>& roots, const torch::autograd::var
   auto walk_began = std::chrono::steady_clock::now();
   // The hook adopts this walk (adopt_walk), bet or not.
   auto& walk = walked.walk;
-  torch::autograd::GraphRoot root(roots, inputs);
-  walk_graph(root, outputs, keep_graph, accumulate_grad, policy->plan_variant, walk);
+  walked.root = std::make_shared<torch::autograd::GraphRoot>(roots, inputs);
+  walk_graph(*walked.root, outputs, keep_graph, accumulate_grad, policy->plan_variant, walk);
   walked.policy = policy;
   walked.roots.clear();
   for (const auto& e : roots)
@@ -71,8 +76,25 @@ cuda::early_bet place(const std::vector<Edge>& roots, const torch::autograd::var
       || record->serve_from.load() != 0)
     return nullptr;
   c10::AutoGradMode no_grad(false);  // as in the hook: create_graph is false
-  return cuda::bet_before_engine(record->id, record->compiled->ir, walk.nodes, config,
-                                 walk_began);
+  auto bet = cuda::bet_before_engine(record->id, record->compiled->ir, walk.nodes, config,
+                                     walk_began);
+  if (bet)
+    walked.record = std::move(record);
+  return bet;
+}
+
+/// Whether Engine::execute would start the backward from `inputs` as they
+/// are: its check of them raises, or casts or sums one to its edge's
+/// metadata, for the stock engine to do.
+bool starts_as_given(const std::vector<Edge>& roots, const torch::autograd::variable_list& inputs) {
+  auto checked = inputs;
+  try {
+    torch::autograd::validate_outputs(roots, checked, [](const std::string& why) { return why; });
+  } catch (const c10::Error&) {
+    return false;
+  }
+  return std::equal(checked.begin(), checked.end(), inputs.begin(),
+                    [](const at::Tensor& a, const at::Tensor& b) { return a.is_same(b); });
 }
 
 } // namespace
@@ -88,6 +110,42 @@ early_bet_scope::early_bet_scope(const std::vector<Edge>& roots,
 early_bet_scope::~early_bet_scope() {
   pending = std::move(outer_);
   walked.policy.reset();
+  walked.root.reset();
+  walked.record.reset();
+}
+
+std::optional<torch::autograd::variable_list>
+early_bet_scope::serve(const std::vector<Edge>& roots, const torch::autograd::variable_list& inputs,
+                       bool keep_graph, bool accumulate_grad, const std::vector<Edge>& outputs) {
+  if (!pending || !walked.record || keep_graph || !accumulate_grad || !outputs.empty())
+    return std::nullopt;
+  const auto& config = *walked.policy->config;
+  if (config.nan_check.enabled || !starts_as_given(roots, inputs))
+    return std::nullopt;
+  auto& record = *walked.record;
+  auto& stats = engine_state::instance().stats;
+  record.running.fetch_add(1);
+  struct running_guard {
+    graph_record& r;
+    ~running_guard() { r.running.fetch_sub(1); }
+  } guard{record};
+  c10::AutoGradMode no_grad(false);  // as the stock engine runs a backward without create_graph
+  std::optional<cuda::bet_served> served;
+  try {
+    served = cuda::serve_bet(pending, {record.id, record.compiled->ir, walked.walk.nodes, config});
+    if (!served)
+      return std::nullopt;
+    join_caller_stream(served->stream);
+  } catch (...) {
+    stats.raised_backwards.fetch_add(1, std::memory_order_relaxed);
+    stats.backwards.fetch_add(1, std::memory_order_relaxed);
+    throw;
+  }
+  record.hits.fetch_add(1, std::memory_order_relaxed);
+  stats.cache_hits.fetch_add(1, std::memory_order_relaxed);
+  stats.plan_backwards.fetch_add(1, std::memory_order_relaxed);
+  stats.backwards.fetch_add(1, std::memory_order_relaxed);
+  return std::move(served->results);
 }
 
 cuda::early_bet take_early_bet() noexcept {

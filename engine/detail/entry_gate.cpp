@@ -34,6 +34,8 @@ public:
     if (!gradd::is_enabled())
       return Engine::execute(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs);
     early_bet_scope bet(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs);
+    if (auto served = bet.serve(roots, inputs, keep_graph, accumulate_grad, outputs))
+      return std::move(*served);
     struct leave {
       int depth;
       ~leave() { leave_entry_gate(depth); }

@@ -6,23 +6,32 @@
 
 #include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/csrc/autograd/graph_task.h>
 
 #include <mutex>
 
 namespace gradd::engine::detail {
 
+namespace {
+
+/// Makes `caller` wait for the work queued on `leaf` so far.
+void wait_for(const c10::Stream& caller, const c10::Stream& leaf) {
+  if (caller == leaf)
+    return;
+  c10::Event event{leaf.device_type()};
+  event.record(leaf);
+  caller.wait(event);
+}
+
+} // namespace
+
 void run_post_processing(torch::autograd::GraphTask& task) {
   std::vector<c10::Stream> caller_streams;
   if (!task.leaf_streams.empty()) {
-    for (const auto& leaf : task.leaf_streams) {
-      const auto& caller = task.caller_current_streams_[leaf.device_index()];
-      if (caller.has_value() && *caller != leaf) {
-        c10::Event event{leaf.device_type()};
-        event.record(leaf);
-        caller->wait(event);
-      }
-    }
+    for (const auto& leaf : task.leaf_streams)
+      if (const auto& caller = task.caller_current_streams_[leaf.device_index()])
+        wait_for(*caller, leaf);
     for (const auto& stream : task.caller_current_streams_)
       if (stream)
         caller_streams.push_back(*stream);
@@ -36,6 +45,10 @@ void run_post_processing(torch::autograd::GraphTask& task) {
     task.final_callbacks_[i]();
     lock.lock();
   }
+}
+
+void join_caller_stream(const c10::Stream& leaf) {
+  wait_for(c10::impl::VirtualGuardImpl(leaf.device_type()).getStream(leaf.device()), leaf);
 }
 
 } // namespace gradd::engine::detail

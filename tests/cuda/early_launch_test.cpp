@@ -48,8 +48,10 @@ TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch]
     CHECK(s.graph_early_launches >= 5);
     CHECK(s.graph_early_misses == 0);
     // gradd's engine is this process's default: the bets are placed before
-    // Engine::execute (Note [Bets before the engine]).
+    // Engine::execute (Note [Bets before the engine]), and every one the
+    // lift confirms is served there (Note [Graph hits before the engine]).
     CHECK(s.graph_bets_before_engine == s.graph_early_launches);
+    CHECK(s.graph_hits_before_engine == s.graph_early_launches);
   }
   SECTION("off by policy") {
     graphs.cuda_graphs.early_launch = false;
@@ -57,6 +59,7 @@ TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch]
     CHECK(s.graph_backwards == 9);
     CHECK(s.graph_early_launches == 0);
     CHECK(s.graph_bets_before_engine == 0);
+    CHECK(s.graph_hits_before_engine == 0);
   }
   SECTION("inputs that moved: the graph is launched again, gradients bitwise") {
     // A tensor allocated first takes the block the step's first activation
@@ -66,11 +69,15 @@ TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch]
     });
     CHECK(s.graph_early_misses >= 1);
     CHECK(s.graph_early_launches > s.graph_early_misses);
+    // Its shape holds, so it is served before the engine all the same.
+    CHECK(s.graph_hits_before_engine == s.graph_early_launches);
   }
   SECTION("a new shape after a steady run: the bet is abandoned, gradients bitwise") {
     auto s = run_loop(graphs, {16, 16, 16, 16, 16, 32, 32, 32, 32});
     CHECK(s.graph_early_misses >= 1);
     CHECK(s.graph_recordings == 2);
+    // The lost bet goes on to the engine, whose hook records the new shape.
+    CHECK(s.graph_hits_before_engine < s.graph_early_launches);
   }
   // Batch sizes 16, 32, 48, 16, ...: no two steps in a row share a shape.
   std::vector<int64_t> sweep;
@@ -85,6 +92,7 @@ TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch]
     CHECK(s.graph_early_launches >= 6);
     CHECK(s.graph_early_misses == 0);
     CHECK(s.graph_bets_before_engine == s.graph_early_launches);
+    CHECK(s.graph_hits_before_engine == s.graph_early_launches);
   }
   SECTION("a probe that cannot tell the shapes apart places no bet") {
     // The loss's node, a product of two scalars, looks alike at every batch size.
