@@ -411,7 +411,8 @@ int run(const options& o) {
                 per_hit_us(&gradd::statistics::graph_hand_out_ns));
   if (graph_backwards)
     std::printf(", \"rewrites_per_hit\": %.2f, \"early_launches\": %llu, \"early_misses\": %llu, "
-                "\"bets_before_engine\": %llu, \"hits_before_engine\": %llu",
+                "\"bets_before_engine\": %llu, \"bets_before_walk\": %llu, "
+                "\"hits_before_engine\": %llu",
                 static_cast<double>(after.graph_rewrites - before.graph_rewrites) / graph_backwards,
                 static_cast<unsigned long long>(after.graph_early_launches
                                                 - before.graph_early_launches),
@@ -419,6 +420,8 @@ int run(const options& o) {
                                                 - before.graph_early_misses),
                 static_cast<unsigned long long>(after.graph_bets_before_engine
                                                 - before.graph_bets_before_engine),
+                static_cast<unsigned long long>(after.graph_bets_before_walk
+                                                - before.graph_bets_before_walk),
                 static_cast<unsigned long long>(after.graph_hits_before_engine
                                                 - before.graph_hits_before_engine));
   if (o.mode == "both") {

@@ -65,6 +65,7 @@ void graph_counters::reset() noexcept {
   early_misses = 0;
   bets_before_engine = 0;
   hits_before_engine = 0;
+  bets_before_walk = 0;
   walk_ns = 0;
   lift_ns = 0;
   copy_ns = 0;

@@ -82,6 +82,7 @@ struct graph_counters {
   std::atomic<uint64_t> early_misses{0};      ///< of those, launched again or abandoned
   std::atomic<uint64_t> bets_before_engine{0};  ///< of those, launched before Engine::execute
   std::atomic<uint64_t> hits_before_engine{0};  ///< graph backwards served without Engine::execute
+  std::atomic<uint64_t> bets_before_walk{0};  ///< of bets_before_engine, launched before the walk
   // CPU time of each piece of the graph hits, summed over graph_backwards.
   std::atomic<uint64_t> walk_ns{0};  ///< the walk, plan lookup and graph checks (before the engine, for a bet placed there)
   std::atomic<uint64_t> lift_ns{0};      ///< re-lift through compiled_args and the shape key

@@ -362,33 +362,60 @@ void placed_bet_deleter::operator()(placed_bet* bet) const noexcept {
   delete bet;
 }
 
+namespace {
+
+/// Whether the policy lets a backward launch its graph before its lift.
+bool bets_early(const settings& config) {
+  const auto& policy = config.cuda_graphs;
+  return policy.enabled && policy.mode != graph_shape_policy::dynamic_shapes
+         && policy.early_launch;
+}
+
+/// The bet of structure `structure` for `backward`, launched on `stream`
+/// (Note [Early launch]), and counted; its graph null where it launched
+/// none. The walk before it began at `walk_began`.
+placed_bet place_bet(uint64_t structure, const backward_nodes& backward, c10::Stream stream,
+                     std::chrono::steady_clock::time_point walk_began) {
+  auto start = std::chrono::steady_clock::now();
+  auto& cache = graph_cache::instance();
+  auto graph = graph_to_bet_on(*cache.structure(structure), backward);
+  std::optional<backward_graph::early_launch> launch;
+  if (graph)
+    launch = graph->launch_early(c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, stream),
+                                 backward);
+  if (!launch)
+    return {structure, nullptr, std::nullopt};
+  cache.counters.bets_before_engine.fetch_add(1, std::memory_order_relaxed);
+  cache.counters.walk_ns.fetch_add(nanoseconds_between(walk_began, start),
+                                   std::memory_order_relaxed);
+  cache.counters.launch_ns.fetch_add(nanoseconds_between(start, std::chrono::steady_clock::now()),
+                                     std::memory_order_relaxed);
+  return {structure, std::move(graph), std::move(launch)};
+}
+
+} // namespace
+
 early_bet bet_before_engine(uint64_t structure, const compiler::graph& table,
                             const std::vector<Node*>& nodes, const settings& config,
                             std::chrono::steady_clock::time_point walk_began) {
-  const auto& policy = config.cuda_graphs;
-  if (!policy.enabled || policy.mode == graph_shape_policy::dynamic_shapes || !policy.early_launch)
+  if (!bets_early(config))
     return nullptr;
-  auto start = std::chrono::steady_clock::now();
   auto stream = single_stream(table, nodes);
   if (!stream || has_hooks(table))
     return nullptr;
-  auto& cache = graph_cache::instance();
-  auto graphs = cache.structure(structure);
-  auto graph = graph_to_bet_on(*graphs, {nodes, table});
-  std::optional<backward_graph::early_launch> launch;
-  if (graph)
-    launch = graph->launch_early(
-        c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, *stream), {nodes, table});
-  if (launch) {
-    cache.counters.bets_before_engine.fetch_add(1, std::memory_order_relaxed);
-    cache.counters.walk_ns.fetch_add(nanoseconds_between(walk_began, start),
-                                     std::memory_order_relaxed);
-    cache.counters.launch_ns.fetch_add(
-        nanoseconds_between(start, std::chrono::steady_clock::now()), std::memory_order_relaxed);
-  } else {
-    graph.reset();
-  }
-  return early_bet(new placed_bet{structure, std::move(graph), std::move(launch)});
+  return early_bet(new placed_bet(place_bet(structure, {nodes, table}, *stream, walk_began)));
+}
+
+early_bet bet_before_walk(uint64_t structure, const compiler::graph& table,
+                          const std::vector<Node*>& head, const settings& config,
+                          c10::Stream stream) {
+  if (!bets_early(config))
+    return nullptr;
+  auto bet = place_bet(structure, {head, table}, stream, std::chrono::steady_clock::now());
+  if (!bet.launch)
+    return nullptr;
+  graph_cache::instance().counters.bets_before_walk.fetch_add(1, std::memory_order_relaxed);
+  return early_bet(new placed_bet(std::move(bet)));
 }
 
 std::optional<variable_list> serve_from_graph(const graph_call& c) {
@@ -530,6 +557,7 @@ void add_graph_statistics(statistics& s) {
   s.graph_early_misses = counters.early_misses.load();
   s.graph_bets_before_engine = counters.bets_before_engine.load();
   s.graph_hits_before_engine = counters.hits_before_engine.load();
+  s.graph_bets_before_walk = counters.bets_before_walk.load();
   s.backwards_during_capture = counters.during_capture.load();
 }
 

@@ -48,6 +48,15 @@ early_bet bet_before_engine(uint64_t structure, const compiler::graph& table,
                             const settings& config,
                             std::chrono::steady_clock::time_point walk_began);
 
+/// Launches the graph that structure `structure` (its node table `table`)
+/// bets on, on `stream`, for a backward whose walk has not been made: of
+/// its nodes only `head`, the walk's first ones, are known (Note [Bets
+/// before the walk], engine/detail/early_bet.hpp). Null where nothing
+/// launched: the bet needed a node beyond the head, or there was none.
+early_bet bet_before_walk(uint64_t structure, const compiler::graph& table,
+                          const std::vector<torch::autograd::Node*>& head,
+                          const settings& config, c10::Stream stream);
+
 /// A backward whose structure has a plan, as the graph path sees it.
 struct graph_call {
   uint64_t structure;             ///< the plan's record id

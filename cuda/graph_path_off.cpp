@@ -17,6 +17,12 @@ early_bet bet_before_engine(uint64_t, const compiler::graph&,
   return nullptr;
 }
 
+early_bet bet_before_walk(uint64_t, const compiler::graph&,
+                          const std::vector<torch::autograd::Node*>&, const settings&,
+                          c10::Stream) {
+  return nullptr;
+}
+
 std::optional<torch::autograd::variable_list> serve_from_graph(const graph_call&) {
   return std::nullopt;
 }

@@ -67,6 +67,7 @@ std::vector<std::pair<std::string, uint64_t>> fields(const statistics& s) {
       {"graph_early_misses", s.graph_early_misses},
       {"graph_bets_before_engine", s.graph_bets_before_engine},
       {"graph_hits_before_engine", s.graph_hits_before_engine},
+      {"graph_bets_before_walk", s.graph_bets_before_walk},
       {"graph_captures", s.graph_captures},
       {"graph_capture_failures", s.graph_capture_failures},
       {"graph_evictions", s.graph_evictions},

@@ -86,6 +86,7 @@ struct statistics {
   uint64_t graph_early_misses = 0;    ///< of those, lost bets: launched again or abandoned
   uint64_t graph_bets_before_engine = 0;  ///< of those, launched before libtorch's engine prepared the backward
   uint64_t graph_hits_before_engine = 0;  ///< graph backwards served before libtorch's engine saw them
+  uint64_t graph_bets_before_walk = 0;    ///< of graph_bets_before_engine, launched before gradd's walk
   uint64_t graph_captures = 0;   ///< graphs captured
   uint64_t graph_capture_failures = 0;  ///< captures that failed (the structure stays on plans)
   uint64_t graph_evictions = 0;  ///< graphs evicted beyond cuda_graphs.max_graphs

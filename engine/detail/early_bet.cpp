@@ -13,6 +13,8 @@
 #include <torch/csrc/autograd/functions/basic_ops.h>
 
 #include <algorithm>
+#include <typeinfo>
+#include <utility>
 
 namespace gradd::engine::detail {
 
@@ -35,6 +37,40 @@ struct placed_walk {
 };
 thread_local placed_walk walked;
 
+/// The structure this thread's last backwards were served from before the
+/// engine, and how many in a row (Note [Bets before the walk]).
+struct served_streak {
+  std::weak_ptr<graph_record> record;
+  std::weak_ptr<const serving_policy> policy;
+  const std::type_info* head_type = nullptr;  ///< of its root edge's node
+  c10::Stream stream{c10::Stream::DEFAULT, c10::Device(c10::DeviceType::CPU)};
+  uint32_t length = 0;
+};
+thread_local served_streak streak;
+
+/// Launches the graph of the structure this thread's streak was served
+/// from, for a backward from `roots` that looks like it, before the walk:
+/// null where the streak is shorter than two, the backward starts
+/// elsewhere, or the bet needs more of the walk than its head. Its record
+/// goes to `placed_for`.
+cuda::early_bet bet_before_walk(const std::vector<Edge>& roots,
+                                const std::shared_ptr<const serving_policy>& policy,
+                                std::shared_ptr<graph_record>& placed_for) {
+  if (streak.length < 2 || !streak.head_type || roots.size() != 1 || !roots[0].function
+      || typeid(*roots[0].function) != *streak.head_type || streak.policy.lock() != policy)
+    return nullptr;
+  auto record = streak.record.lock();
+  if (!record || record->state.load(std::memory_order_acquire) != graph_state::ready)
+    return nullptr;
+  // The walk's first nodes: its root, then the root edge's node.
+  std::vector<torch::autograd::Node*> head{walked.root.get(), roots[0].function.get()};
+  auto bet = cuda::bet_before_walk(record->id, record->compiled->ir, head, *policy->config,
+                                   streak.stream);
+  if (bet)
+    placed_for = std::move(record);
+  return bet;
+}
+
 /// Whether the backward starts on a CUDA stream: a CPU one has no graph.
 bool starts_on_cuda(const std::vector<Edge>& roots) {
   if (roots.empty() || !roots.front().function)
@@ -54,10 +90,13 @@ cuda::early_bet place(const std::vector<Edge>& roots, const torch::autograd::var
   const auto& config = *policy->config;
   if (config.fallback.force_eager)
     return nullptr;
+  c10::AutoGradMode no_grad(false);  // as in the hook: create_graph is false
+  walked.root = std::make_shared<torch::autograd::GraphRoot>(roots, inputs);
+  std::shared_ptr<graph_record> placed_for;
+  auto early = bet_before_walk(roots, policy, placed_for);
   auto walk_began = std::chrono::steady_clock::now();
   // The hook adopts this walk (adopt_walk), bet or not.
   auto& walk = walked.walk;
-  walked.root = std::make_shared<torch::autograd::GraphRoot>(roots, inputs);
   walk_graph(*walked.root, outputs, keep_graph, accumulate_grad, policy->plan_variant, walk);
   walked.policy = policy;
   walked.roots.clear();
@@ -75,7 +114,11 @@ cuda::early_bet place(const std::vector<Edge>& roots, const torch::autograd::var
   if (!record || record->state.load(std::memory_order_acquire) != graph_state::ready
       || record->serve_from.load() != 0)
     return nullptr;
-  c10::AutoGradMode no_grad(false);  // as in the hook: create_graph is false
+  if (early && record == placed_for) {
+    walked.record = std::move(record);
+    return early;
+  }
+  early.reset();  // another structure: a lost bet
   auto bet = cuda::bet_before_engine(record->id, record->compiled->ir, walk.nodes, config,
                                      walk_began);
   if (bet)
@@ -117,6 +160,7 @@ early_bet_scope::~early_bet_scope() {
 std::optional<torch::autograd::variable_list>
 early_bet_scope::serve(const std::vector<Edge>& roots, const torch::autograd::variable_list& inputs,
                        bool keep_graph, bool accumulate_grad, const std::vector<Edge>& outputs) {
+  auto streak_length = std::exchange(streak.length, 0);
   if (!pending || !walked.record || keep_graph || !accumulate_grad || !outputs.empty())
     return std::nullopt;
   const auto& config = *walked.policy->config;
@@ -141,6 +185,10 @@ early_bet_scope::serve(const std::vector<Edge>& roots, const torch::autograd::va
     stats.backwards.fetch_add(1, std::memory_order_relaxed);
     throw;
   }
+  bool same = streak.record.lock() == walked.record;
+  streak = {walked.record, walked.policy,
+            roots.size() == 1 && roots[0].function ? &typeid(*roots[0].function) : nullptr,
+            served->stream, same ? streak_length + 1 : 1};
   record.hits.fetch_add(1, std::memory_order_relaxed);
   stats.cache_hits.fetch_add(1, std::memory_order_relaxed);
   stats.plan_backwards.fetch_add(1, std::memory_order_relaxed);

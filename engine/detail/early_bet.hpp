@@ -39,6 +39,24 @@
 // Engine::execute's check would leave as they are. Anything else, and a
 // bet the lift does not confirm, goes on to Engine::execute and the hook
 // as before, the bet with it. `graph_hits_before_engine` counts them.
+//
+// Note [Bets before the walk]
+// Where the GPU waits for the launch rather than for the CPU, the walk
+// and the plan lookup before the bet are time the GPU idles: 6-8 us on
+// the H200's small models, 15-27 on wide-mlp, encoder and the
+// transformer. A thread whose last two backwards or more were served
+// before the engine from one structure is in a steady loop, so its next
+// backward, if its root edge's node is of the type that structure's was,
+// launches that structure's bet before the walk: on the stream those were
+// served on, with only the walk's head known (its root and the root
+// edge's node, where the shape probe lies). A bet that needs a node
+// beyond it (an index held deeper in the graph, as resnet18's max-pool
+// indices are) is not placed there but after the walk, as before. The
+// walk then names the structure: another one makes it a lost bet (a
+// launch's GPU time, never a gradient), and a thread that alternates
+// structures never has a streak of two. `graph_bets_before_walk` counts
+// them; their walk is not in `hit_us.walk`, which is what comes before
+// the launch.
 
 #include "cuda/graph_path.hpp"
 #include "engine/detail/graph_walk.hpp"

@@ -32,6 +32,17 @@ struct launches_around {
   uint64_t after = 0;
 };
 
+/// The loss of `m`'s first two layers alone at batch 16: another structure
+/// than m.loss's, with the same node first.
+Tensor two_layers(const gradd::test::mlp& m, size_t step) {
+  auto x = torch::sin(torch::arange(16 * 64, torch::dtype(torch::kFloat32).device(torch::kCUDA))
+                          .reshape({16, 64})
+                      * (0.01 * static_cast<double>(step + 1)));
+  for (size_t i = 0; i < 2; ++i)
+    x = torch::gelu(torch::addmm(m.biases[i], x, m.weights[i]));
+  return x.square().mean();
+}
+
 } // namespace
 
 TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch])",
@@ -52,6 +63,9 @@ TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch]
     // lift confirms is served there (Note [Graph hits before the engine]).
     CHECK(s.graph_bets_before_engine == s.graph_early_launches);
     CHECK(s.graph_hits_before_engine == s.graph_early_launches);
+    // From the third served before the engine in a row, before the walk
+    // too (Note [Bets before the walk]).
+    CHECK(s.graph_bets_before_walk >= 3);
   }
   SECTION("off by policy") {
     graphs.cuda_graphs.early_launch = false;
@@ -60,6 +74,7 @@ TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch]
     CHECK(s.graph_early_launches == 0);
     CHECK(s.graph_bets_before_engine == 0);
     CHECK(s.graph_hits_before_engine == 0);
+    CHECK(s.graph_bets_before_walk == 0);
   }
   SECTION("inputs that moved: the graph is launched again, gradients bitwise") {
     // A tensor allocated first takes the block the step's first activation
@@ -78,6 +93,30 @@ TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch]
     CHECK(s.graph_recordings == 2);
     // The lost bet goes on to the engine, whose hook records the new shape.
     CHECK(s.graph_hits_before_engine < s.graph_early_launches);
+  }
+  SECTION("a bet before the walk on a structure that changed is lost, gradients bitwise") {
+    gradd::test::mlp m;
+    auto params = m.parameters();
+    // Steps 0-9 the mlp, 10-13 its first two layers alone: the same loss
+    // node first, another structure.
+    auto s = compare_steps(graphs, 14, [&](size_t step) {
+      clear_grads(params);
+      (step < 10 ? m.loss(16, static_cast<int64_t>(step)) : two_layers(m, step)).backward();
+      return grads_of(params);
+    });
+    CHECK(s.graph_bets_before_walk >= 1);
+    CHECK(s.graph_early_misses >= 1);  // step 10's
+  }
+  SECTION("two structures in turn bet after the walk only") {
+    gradd::test::mlp m;
+    auto params = m.parameters();
+    auto s = compare_steps(graphs, 16, [&](size_t step) {
+      clear_grads(params);
+      (step % 2 == 0 ? m.loss(16, static_cast<int64_t>(step)) : two_layers(m, step)).backward();
+      return grads_of(params);
+    });
+    CHECK(s.graph_backwards >= 8);
+    CHECK(s.graph_bets_before_walk == 0);  // neither is served twice in a row
   }
   // Batch sizes 16, 32, 48, 16, ...: no two steps in a row share a shape.
   std::vector<int64_t> sweep;
