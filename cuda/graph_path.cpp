@@ -356,6 +356,9 @@ struct placed_bet {
   uint64_t structure = 0;
   std::shared_ptr<backward_graph> graph;  ///< null where none was launched
   std::optional<backward_graph::early_launch> launch;
+  /// Where it launched: a bet before the walk takes the stream of the
+  /// backwards before, which this one need not run on.
+  std::optional<c10::Stream> stream;
 };
 
 void placed_bet_deleter::operator()(placed_bet* bet) const noexcept {
@@ -384,13 +387,13 @@ placed_bet place_bet(uint64_t structure, const backward_nodes& backward, c10::St
     launch = graph->launch_early(c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, stream),
                                  backward);
   if (!launch)
-    return {structure, nullptr, std::nullopt};
+    return {structure, nullptr, std::nullopt, std::nullopt};
   cache.counters.bets_before_engine.fetch_add(1, std::memory_order_relaxed);
   cache.counters.walk_ns.fetch_add(nanoseconds_between(walk_began, start),
                                    std::memory_order_relaxed);
   cache.counters.launch_ns.fetch_add(nanoseconds_between(start, std::chrono::steady_clock::now()),
                                      std::memory_order_relaxed);
-  return {structure, std::move(graph), std::move(launch)};
+  return {structure, std::move(graph), std::move(launch), stream};
 }
 
 } // namespace
@@ -435,7 +438,10 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
   bool weighed = placed && placed->structure == c.structure;  // no need to look again
   if (weighed) {
     bet = std::move(placed->graph);
-    early = std::move(placed->launch);
+    if (placed->stream == stream)
+      early = std::move(placed->launch);
+    else
+      placed->launch.reset();  // on another stream: lost, and launched again below on this one
   }
   {
     std::lock_guard lock(structure->mutex);
@@ -504,7 +510,7 @@ std::optional<bet_served> serve_bet(early_bet& bet, const bet_call& c) {
   if (!bet || !bet->launch || bet->structure != c.structure)
     return std::nullopt;
   auto stream = single_stream(c.table, c.nodes);
-  if (!stream)
+  if (!stream || stream != bet->stream)
     return std::nullopt;
   hit_call hit{c.structure, c.table, c.nodes, c.config, std::chrono::steady_clock::now(),
                /*keep_graph=*/false};

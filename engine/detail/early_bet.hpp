@@ -53,8 +53,9 @@
 // beyond it (an index held deeper in the graph, as resnet18's max-pool
 // indices are) is not placed there but after the walk, as before. The
 // walk then names the structure: another one makes it a lost bet (a
-// launch's GPU time, never a gradient), and a thread that alternates
-// structures never has a streak of two. `graph_bets_before_walk` counts
+// launch's GPU time, never a gradient), as does a backward on another
+// stream than the bet's, whose graph path launches it again there; and a
+// thread that alternates structures never has a streak of two. `graph_bets_before_walk` counts
 // them; their walk is not in `hit_us.walk`, which is what comes before
 // the launch.
 

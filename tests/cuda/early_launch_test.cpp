@@ -5,6 +5,10 @@
 #include "cuda/graph_loop.hpp"
 
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+#include <optional>
 
 using gradd::test::clear_grads;
 using gradd::test::compare_steps;
@@ -106,6 +110,22 @@ TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch]
     });
     CHECK(s.graph_bets_before_walk >= 1);
     CHECK(s.graph_early_misses >= 1);  // step 10's
+  }
+  SECTION("a steady loop moved to another stream: its bet before the walk is launched again there") {
+    gradd::test::mlp m;
+    auto params = m.parameters();
+    c10::impl::VirtualGuardImpl cuda(c10::DeviceType::CUDA);
+    auto other = cuda.getStreamFromGlobalPool(cuda.getDevice());
+    auto s = compare_steps(graphs, 12, [&](size_t step) {
+      clear_grads(params);
+      std::optional<c10::StreamGuard> on_other;
+      if (step >= 8)
+        on_other.emplace(other);
+      m.loss(16, static_cast<int64_t>(step)).backward();
+      return grads_of(params);  // read on the stream the step ran on
+    });
+    CHECK(s.graph_bets_before_walk >= 1);
+    CHECK(s.graph_early_misses >= 1);  // step 8's, launched on the stream before
   }
   SECTION("two structures in turn bet after the walk only") {
     gradd::test::mlp m;
