@@ -29,6 +29,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 namespace torch::autograd {
@@ -201,6 +202,10 @@ private:
   /// At a replay of `live`, lifted from `backward`: finds each such input
   /// among its holder's tensors; false where one is not there.
   bool learn_live_holders(const std::vector<at::Tensor>& live, const backward_nodes& backward);
+  /// Puts into `head`, a walk's first nodes, the node holding each input
+  /// an early launch reads live, where it lacks one, by the holder's path;
+  /// false where a path leads nowhere or to a node of another type.
+  bool reach_holders(std::vector<torch::autograd::Node*>& head) const;
   /// Before an early launch: points the graph at the integer inputs of
   /// `backward` where their holders have them, and returns the copies of
   /// the copied ones from their holders; nullopt where a holder's shape is
@@ -259,6 +264,12 @@ private:
     /// of that lift; learnt at a replay, which fits the graph.
     std::optional<uint32_t> ordinal;
     uint64_t key = 0;
+    /// Learnt with them: the edges that lead to that node from the walk's
+    /// second node (the root edge's), each by its index, and the node's
+    /// type; how a bet before the walk finds it (Note [Bets before the
+    /// walk]). Nullopt where no edges lead there.
+    std::optional<std::vector<uint32_t>> path;
+    const std::type_info* type = nullptr;
   };
   std::vector<live_holder> holders_;
   /// Per input, where the last early launch copied it in from; null for

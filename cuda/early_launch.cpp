@@ -67,6 +67,9 @@
 #include <c10/util/env.h>
 
 #include <algorithm>
+#include <deque>
+#include <typeinfo>
+#include <unordered_map>
 
 namespace gradd::cuda {
 
@@ -97,6 +100,36 @@ constexpr size_t max_live_holders = 16;
 /// reads live; 8-bit integers are bytes, read as data.
 bool may_index(at::ScalarType t) {
   return at::isIntegralType(t, false) && c10::elementSize(t) > 1;
+}
+
+/// The edges from `backward`'s second node (the root edge's) to its node
+/// `target`, each by its index, the fewest there are; nullopt where none
+/// lead there.
+std::optional<std::vector<uint32_t>> path_from_head(const backward_nodes& backward,
+                                                    uint32_t target) {
+  using torch::autograd::Node;
+  const auto& nodes = backward.nodes;
+  if (nodes.size() < 2 || target >= nodes.size())
+    return std::nullopt;
+  std::unordered_map<const Node*, std::pair<const Node*, uint32_t>> came_from{
+      {nodes[1], {nullptr, 0}}};
+  std::deque<const Node*> queue{nodes[1]};
+  while (!queue.empty()) {
+    const Node* node = queue.front();
+    queue.pop_front();
+    if (node == nodes[target]) {
+      std::vector<uint32_t> path;
+      for (auto step = came_from.at(node); step.first; step = came_from.at(step.first))
+        path.push_back(step.second);
+      std::reverse(path.begin(), path.end());
+      return path;
+    }
+    const auto& edges = node->next_edges();
+    for (uint32_t k = 0; k < edges.size(); ++k)
+      if (const Node* next = edges[k].function.get(); next && came_from.try_emplace(next, node, k).second)
+        queue.push_back(next);
+  }
+  return std::nullopt;
 }
 
 bool same_layout(const at::Tensor& a, const at::Tensor& b) {
@@ -152,6 +185,30 @@ bool backward_graph::learn_live_holders(const std::vector<at::Tensor>& live,
     if (!holder.ordinal)
       return false;
     holder.key = lifted->key;
+    holder.path = path_from_head(backward, holder.node);
+    holder.type = &typeid(*backward.nodes[holder.node]);
+  }
+  return true;
+}
+
+bool backward_graph::reach_holders(std::vector<torch::autograd::Node*>& head) const {
+  for (const auto& holder : holders_) {
+    if (holder.node < head.size() && head[holder.node])
+      continue;
+    if (head.size() < 2 || !head[1] || !holder.path)
+      return false;
+    torch::autograd::Node* node = head[1];
+    for (uint32_t k : *holder.path) {
+      const auto& edges = node->next_edges();
+      if (k >= edges.size() || !edges[k].function)
+        return false;
+      node = edges[k].function.get();
+    }
+    if (typeid(*node) != *holder.type)
+      return false;
+    if (head.size() <= holder.node)
+      head.resize(holder.node + 1, nullptr);
+    head[holder.node] = node;
   }
   return true;
 }
@@ -196,7 +253,17 @@ backward_graph::launch_early(c10::cuda::CUDAStream stream, const backward_nodes&
   if (!replaying || !launchable_at_frees_ || *launchable_at_frees_ != segment_frees(device_))
     return std::nullopt;
   c10::cuda::CUDAGuard device(stream.device_index());
-  auto copies = read_live_holders(backward);
+  // A bet before the walk knows the walk's head only.
+  bool walked = std::all_of(holders_.begin(), holders_.end(), [&](const live_holder& h) {
+    return h.node < backward.nodes.size() && backward.nodes[h.node];
+  });
+  std::vector<torch::autograd::Node*> reached;
+  if (!walked) {
+    reached = backward.nodes;
+    if (!reach_holders(reached))
+      return std::nullopt;
+  }
+  auto copies = read_live_holders({walked ? backward.nodes : reached, backward.table});
   if (!copies)
     return std::nullopt;
   follow_caller(stream);

@@ -10,8 +10,8 @@
 namespace gradd::cuda {
 
 std::optional<lifted_alone> lift_alone(const backward_nodes& backward, uint32_t node) {
-  if (node >= backward.nodes.size())
-    return std::nullopt;  // beyond a walk's head (Note [Bets before the walk])
+  if (node >= backward.nodes.size() || !backward.nodes[node])
+    return std::nullopt;  // not in a walk's head (Note [Bets before the walk])
   torch::dynamo::autograd::AutogradCompilerCall call(torch::dynamo::autograd::SizeInput::STATIC);
   try {
     auto nodes = engine::functional::lift_node_hashed(call, *backward.nodes[node],

@@ -19,7 +19,8 @@ struct Node;
 namespace gradd::cuda {
 
 /// A backward's nodes in walk order and its structure's node table: what
-/// lifts them. `nodes` may hold only the walk's head, the first nodes.
+/// lifts them. `nodes` may hold only the walk's head, the first nodes, and
+/// nodes found from it (null where none was).
 struct backward_nodes {
   const std::vector<torch::autograd::Node*>& nodes;
   const compiler::graph& table;
@@ -33,7 +34,7 @@ struct lifted_alone {
 };
 
 /// Node `node` (walk order) of `backward` lifted alone; nullopt where it
-/// cannot be (the full lift then says why) or lies beyond `backward.nodes`.
+/// cannot be (the full lift then says why) or is not in `backward.nodes`.
 std::optional<lifted_alone> lift_alone(const backward_nodes& backward, uint32_t node);
 
 } // namespace gradd::cuda

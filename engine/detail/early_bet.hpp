@@ -49,9 +49,10 @@
 // backward, if its root edge's node is of the type that structure's was,
 // launches that structure's bet before the walk: on the stream those were
 // served on, with only the walk's head known (its root and the root
-// edge's node, where the shape probe lies). A bet that needs a node
-// beyond it (an index held deeper in the graph, as resnet18's max-pool
-// indices are) is not placed there but after the walk, as before. The
+// edge's node, where the shape probe lies). The nodes holding indices
+// read live (resnet18's max-pool) are found from the root edge's node by
+// the edges that led there at a replay, and must be of the type they
+// were; where they are not, the bet waits for the walk, as before. The
 // walk then names the structure: another one makes it a lost bet (a
 // launch's GPU time, never a gradient), as does a backward on another
 // stream than the bet's, whose graph path launches it again there; and a
