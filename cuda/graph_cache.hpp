@@ -48,6 +48,7 @@ struct structure_graphs {
   /// that two shapes share.
   std::unordered_map<uint64_t, std::optional<uint64_t>> probed_shapes;
   bool probe_fails = false;  ///< its probe cannot be lifted alone: no bets by probe
+  uint32_t parameter_moves = 0;  ///< graphs dropped for a parameter at another address
 
   /// Notes that `shape`'s probe has key `probe`; nullopt: that it cannot be
   /// lifted alone. Call with `mutex` held.

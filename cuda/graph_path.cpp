@@ -188,6 +188,13 @@ void release_saved_variables(const hit_call& c) {
       nanoseconds_between(start, std::chrono::steady_clock::now()), std::memory_order_relaxed);
 }
 
+/// How many graphs a structure may lose to a parameter at another address
+/// before it stays on plans. One replaced parameter (`set_data`, a move) is
+/// recaptured; parameters that move every backward (two models of one
+/// structure trained in turn, storage allocated anew each step) would have
+/// every backward recorded and every graph dropped at its next replay.
+constexpr uint32_t max_parameter_moves = 3;
+
 /// When a graph hit finished its walk and began its lift; an early launch
 /// (Note [Early launch]) lies between the two.
 struct hit_times {
@@ -215,9 +222,16 @@ std::optional<variable_list> replay(const hit_call& c, structure_graphs& s, uint
       break;
     case backward_graph::fit::parameter_moved: {
       // A parameter was replaced: this shape is captured again.
-      std::lock_guard lock(s.mutex);
-      if (auto it = s.shapes.find(shape); it != s.shapes.end() && it->second.graph == graph)
-        s.shapes.erase(it);
+      bool keeps_moving;
+      {
+        std::lock_guard lock(s.mutex);
+        if (auto it = s.shapes.find(shape); it != s.shapes.end() && it->second.graph == graph)
+          s.shapes.erase(it);
+        keeps_moving = ++s.parameter_moves >= max_parameter_moves;
+      }
+      if (keeps_moving)
+        keep_on_plans(s, c, "its parameters moved " + std::to_string(max_parameter_moves)
+                                + " times (two models of one structure trained in turn?)");
       return std::nullopt;
     }
     case backward_graph::fit::different:
@@ -292,7 +306,7 @@ std::optional<std::vector<uint32_t>> claim_capture(structure_graphs& s, uint64_t
   // again meanwhile: seen on the H200 as the next backward finding them
   // gone. Such a shape is captured from a backward that frees them.
   const auto& policy = c.config.cuda_graphs;
-  if (c.task.keep_graph_ || !wants_capture(s, shape, policy))
+  if (!s.plan_only.empty() || c.task.keep_graph_ || !wants_capture(s, shape, policy))
     return std::nullopt;
   if (graph_cache::instance().counters.bytes.load() >= int64_t{policy.memory_limit_mb} << 20)
     return std::nullopt;
