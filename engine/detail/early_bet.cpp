@@ -45,8 +45,17 @@ struct served_streak {
   const std::type_info* head_type = nullptr;  ///< of its root edge's node
   c10::Stream stream{c10::Stream::DEFAULT, c10::Device(c10::DeviceType::CPU)};
   uint32_t length = 0;
+  /// The length a bet before the walk needs: doubled by each such bet the
+  /// walk finds placed on another structure, so that a loop whose runs of
+  /// one structure are shorter than it stops betting before the walk; two
+  /// again once the plan it was served from is gone.
+  uint32_t needed = 2;
 };
 thread_local served_streak streak;
+
+/// The most a streak is made to need: a bet before the walk still pays
+/// in a loop whose other structure comes once in that many backwards.
+constexpr uint32_t most_needed = 64;
 
 /// Launches the graph of the structure this thread's streak was served
 /// from, for a backward from `roots` that looks like it, before the walk:
@@ -56,7 +65,7 @@ thread_local served_streak streak;
 cuda::early_bet bet_before_walk(const std::vector<Edge>& roots,
                                 const std::shared_ptr<const serving_policy>& policy,
                                 std::shared_ptr<graph_record>& placed_for) {
-  if (streak.length < 2 || !streak.head_type || roots.size() != 1 || !roots[0].function
+  if (streak.length < streak.needed || !streak.head_type || roots.size() != 1 || !roots[0].function
       || typeid(*roots[0].function) != *streak.head_type || streak.policy.lock() != policy)
     return nullptr;
   auto record = streak.record.lock();
@@ -102,23 +111,30 @@ cuda::early_bet place(const std::vector<Edge>& roots, const torch::autograd::var
   walked.roots.clear();
   for (const auto& e : roots)
     walked.roots.emplace_back(e.function.get(), e.input_nr);
-  if (!config.cuda_graphs.enabled || !config.cuda_graphs.early_launch || !starts_on_cuda(roots))
-    return nullptr;
-  auto record = state.table
-                    .find(walk.key,
-                          [&](const graph_record& r) {
-                            return sequence_order_holds(r.compiled->plan, walk.nodes);
-                          })
-                    .ready;
-  // A plan the ranks agree on serves from an index the hook counts.
-  if (!record || record->state.load(std::memory_order_acquire) != graph_state::ready
-      || record->serve_from.load() != 0)
-    return nullptr;
-  if (early && record == placed_for) {
-    walked.record = std::move(record);
-    return early;
+  std::shared_ptr<graph_record> record;
+  if (config.cuda_graphs.enabled && config.cuda_graphs.early_launch && starts_on_cuda(roots)) {
+    record = state.table
+                 .find(walk.key,
+                       [&](const graph_record& r) {
+                         return sequence_order_holds(r.compiled->plan, walk.nodes);
+                       })
+                 .ready;
+    // A plan the ranks agree on serves from an index the hook counts.
+    if (record
+        && (record->state.load(std::memory_order_acquire) != graph_state::ready
+            || record->serve_from.load() != 0))
+      record.reset();
   }
-  early.reset();  // another structure: a lost bet
+  if (early) {
+    if (record && record == placed_for) {
+      walked.record = std::move(record);
+      return early;
+    }
+    early.reset();  // placed on another structure: a lost bet
+    streak.needed = std::min(streak.needed * 2, most_needed);
+  }
+  if (!record)
+    return nullptr;
   auto bet = cuda::bet_before_engine(record->id, record->compiled->ir, walk.nodes, config,
                                      walk_began);
   if (bet)
@@ -185,10 +201,14 @@ early_bet_scope::serve(const std::vector<Edge>& roots, const torch::autograd::va
     stats.backwards.fetch_add(1, std::memory_order_relaxed);
     throw;
   }
-  bool same = streak.record.lock() == walked.record;
-  streak = {walked.record, walked.policy,
-            roots.size() == 1 && roots[0].function ? &typeid(*roots[0].function) : nullptr,
-            served->stream, same ? streak_length + 1 : 1};
+  if (streak.record.expired())  // reset(), or its plan evicted: start afresh
+    streak.needed = 2;
+  streak.length = streak.record.lock() == walked.record ? streak_length + 1 : 1;
+  streak.record = walked.record;
+  streak.policy = walked.policy;
+  streak.head_type =
+      roots.size() == 1 && roots[0].function ? &typeid(*roots[0].function) : nullptr;
+  streak.stream = served->stream;
   record.hits.fetch_add(1, std::memory_order_relaxed);
   stats.cache_hits.fetch_add(1, std::memory_order_relaxed);
   stats.plan_backwards.fetch_add(1, std::memory_order_relaxed);

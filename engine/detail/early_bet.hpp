@@ -55,8 +55,11 @@
 // were; where they are not, the bet waits for the walk, as before. The
 // walk then names the structure: another one makes it a lost bet (a
 // launch's GPU time, never a gradient), as does a backward on another
-// stream than the bet's, whose graph path launches it again there; and a
-// thread that alternates structures never has a streak of two. `graph_bets_before_walk` counts
+// stream than the bet's, whose graph path launches it again there. A
+// thread that alternates structures never has a streak of two, and each
+// bet lost to another structure doubles the streak the next one needs (up
+// to 64): a loop with a run of three of one structure and then another
+// loses one bet, not one a run. `graph_bets_before_walk` counts
 // them; their walk is not in `hit_us.walk`, which is what comes before
 // the launch.
 

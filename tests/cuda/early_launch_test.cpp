@@ -111,6 +111,27 @@ TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch]
     CHECK(s.graph_bets_before_walk >= 1);
     CHECK(s.graph_early_misses >= 1);  // step 10's
   }
+  SECTION("runs of one structure shorter than the streak a bet before the walk needs place none") {
+    gradd::test::mlp m;
+    auto params = m.parameters();
+    // Twelve steps of the mlp, then runs of three of it and one of its first
+    // two layers alone: each run's first step ends the streak, and its
+    // third, once the run is shorter than the streak needed, bets no more.
+    uint64_t bets_at_12 = 0;
+    auto s = compare_steps(graphs, 28, [&](size_t step) {
+      if (step == 12)
+        bets_at_12 = gradd::stats().graph_bets_before_walk;
+      clear_grads(params);
+      bool other = step >= 12 && step % 4 == 3;
+      (other ? two_layers(m, step) : m.loss(16, static_cast<int64_t>(step))).backward();
+      return grads_of(params);
+    });
+    CHECK(bets_at_12 >= 3);
+    // Steps 12-14, which go on with the first twelve's streak, and step 15
+    // (lost: the other structure), at most; without the doubling, two more
+    // in every later run of four (its third step's, and the lost one).
+    CHECK(s.graph_bets_before_walk - bets_at_12 <= 4);
+  }
   SECTION("a steady loop moved to another stream: its bet before the walk is launched again there") {
     gradd::test::mlp m;
     auto params = m.parameters();
