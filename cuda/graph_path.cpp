@@ -260,18 +260,26 @@ struct lifted_inputs {
   uint64_t shape = 0;
 };
 
+/// Whether `error`, raised by a lift, is the caller's mistake that the
+/// stock engine raises too: saved variables gone (a second backward
+/// without retain_graph) or changed in place since the forward.
+bool callers_mistake(std::string_view error) {
+  return error.find(torch::autograd::ERR_BACKWARD_TWICE) != std::string_view::npos
+         || error.find("modified by an inplace operation") != std::string_view::npos;
+}
+
 /// Lifts the inputs of `c`'s backward (the order functional capture lifts
 /// in) and keys their shape. Nullopt where no graph can serve it, with
 /// `why` saying why its structure should stay on plans; `why` empty where
-/// the caller's mistake is to blame (its saved variables are gone: the
-/// plan raises the stock engine's error).
+/// the caller's mistake is to blame (callers_mistake: the plan raises the
+/// stock engine's error, and the structure keeps its graphs).
 std::optional<lifted_inputs> lift_inputs(const hit_call& c, std::string& why) {
   lifted_inputs lifted{std::make_shared<ca::AutogradCompilerCall>(ca::SizeInput::STATIC)};
   std::optional<uint64_t> shape;
   try {
     shape = shape_key(*lifted.call, functional::lift_nodes_hashed(*lifted.call, c.nodes, c.table));
   } catch (const std::exception& e) {
-    if (std::string_view(e.what()).find(torch::autograd::ERR_BACKWARD_TWICE) == std::string_view::npos)
+    if (!callers_mistake(e.what()))
       why = e.what();
     return std::nullopt;
   }

@@ -273,6 +273,27 @@ TEST_CASE("a backward kept for a capture lets go of its saved variables once rec
     m.loss(16, 1).backward();
     CHECK(gradd::stats().graph_backwards == 1);
   }
+  SECTION("one changed in place raises as on the stock engine, and the structure keeps its graph") {
+    m.loss(16, 0).backward();
+    REQUIRE(gradd::wait_for_compiles());
+    gradd::test::clear_grads(m.parameters());
+    {
+      // m.loss(16, 1) with the input of its square kept, then changed.
+      auto x = torch::sin(torch::arange(16 * 64, torch::dtype(torch::kFloat32).device(torch::kCUDA))
+                              .reshape({16, 64}) * 0.02);
+      for (size_t i = 0; i < m.weights.size(); ++i)
+        x = torch::gelu(torch::addmm(m.biases[i], x, m.weights[i]));
+      auto loss = x.square().mean();
+      {
+        torch::NoGradGuard no_grad;
+        x.add_(1);
+      }
+      CHECK_THROWS_WITH(loss.backward(), Catch::Contains("modified by an inplace operation"));
+    }
+    gradd::test::clear_grads(m.parameters());
+    m.loss(16, 2).backward();
+    CHECK(gradd::stats().graph_backwards == 1);
+  }
   SECTION("a graph hit lets go of them too, as the stock engine does") {
     m.loss(16, 0).backward();
     REQUIRE(gradd::wait_for_compiles());
