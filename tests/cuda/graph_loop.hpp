@@ -27,12 +27,20 @@ struct mlp {
     all.insert(all.end(), biases.begin(), biases.end());
     return all;
   }
-  torch::Tensor loss(int64_t batch, int64_t step) const {
+  /// The output of all layers for a batch.
+  torch::Tensor hidden(int64_t batch, int64_t step) const {
+    return hidden(batch, step, weights.size());
+  }
+  /// The output of the first `layers` layers alone.
+  torch::Tensor hidden(int64_t batch, int64_t step, size_t layers) const {
     auto x = torch::sin(torch::arange(batch * 64, torch::dtype(torch::kFloat32).device(torch::kCUDA))
                             .reshape({batch, 64}) * (0.01 * (step + 1)));
-    for (size_t i = 0; i < weights.size(); ++i)
+    for (size_t i = 0; i < layers; ++i)
       x = torch::gelu(torch::addmm(biases[i], x, weights[i]));
-    return x.square().mean();
+    return x;
+  }
+  torch::Tensor loss(int64_t batch, int64_t step) const {
+    return hidden(batch, step).square().mean();
   }
   std::vector<torch::Tensor> weights, biases;
 };
