@@ -18,6 +18,9 @@
 // not have stolen (the same tensor is another output or an input, or its
 // strides break the layout contract) and `hand_out: copy` go through the
 // stock AccumulateGrad with the lent tensor still referenced, so it copies.
+// The pool is shared with the stream's other graphs, whose launches
+// overwrite it too: a lent storage is taken back before any launch in the
+// pool, not only this graph's (Note [One pool per stream]).
 //
 // Which inputs a replay reads where they live: input_binding.cpp.
 
@@ -36,7 +39,6 @@
 #include <c10/core/GradMode.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <c10/util/ScopeExit.h>
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/autograd/utils/grad_layout_contract.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
@@ -70,19 +72,12 @@ at::Tensor tensor_on(const c10::intrusive_ptr<c10::StorageImpl>& lent, const at:
   return at::Tensor(std::move(impl));
 }
 
-/// Device memory of the private pool `pool`.
-size_t private_pool_bytes(c10::MempoolId_t pool) {
-  size_t total = 0;
-  for (const auto& segment : c10::cuda::CUDACachingAllocator::snapshot(pool, false).segments)
-    if (segment.owner_private_pool_id == pool)
-      total += segment.total_size;
-  return total;
-}
-
 /// One stream capture into a private pool of the caching allocator, as
 /// at::cuda::CUDAGraph makes it, without the generator registration (see
-/// backward_graph::capture). Ends the capture, if instantiate() did not,
-/// and the pool's routing when it goes.
+/// backward_graph::capture). The allocator counts each capture into a pool
+/// as one of its users; one that end() ended hands that share to the
+/// caller (who gives it back with releasePool once its graph is gone), one
+/// that failed gives it back itself. Ends the pool's routing when it goes.
 class stream_capture {
 public:
   stream_capture(c10::DeviceIndex device, c10::MempoolId_t pool, cudaStream_t stream)
@@ -93,9 +88,14 @@ public:
       C10_CUDA_CHECK(cudaStreamGetCaptureInfo(s, &status, &id));
       return status == cudaStreamCaptureStatusActive && id == id_;
     });
-    C10_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    cudaStreamCaptureStatus status;
-    C10_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, &id_));
+    try {
+      C10_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      cudaStreamCaptureStatus status;
+      C10_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, &id_));
+    } catch (...) {
+      stop_allocating();
+      throw;
+    }
   }
 
   ~stream_capture() {
@@ -105,18 +105,21 @@ public:
       if (graph)
         cudaGraphDestroy(graph);
       (void)cudaGetLastError();
+      stop_allocating();
+    } else {
+      c10::cuda::CUDACachingAllocator::endAllocateToPool(device_, pool_);
     }
-    c10::cuda::CUDACachingAllocator::endAllocateToPool(device_, pool_);
   }
 
   stream_capture(const stream_capture&) = delete;
   stream_capture& operator=(const stream_capture&) = delete;
 
-  /// Ends the capture and hands what it captured to the caller.
+  /// Ends the capture and hands what it captured, and the share of the
+  /// pool, to the caller.
   cudaGraph_t end() {
-    capturing_ = false;
     cudaGraph_t graph = nullptr;
     C10_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    capturing_ = false;
     return graph;
   }
 
@@ -126,6 +129,12 @@ private:
   cudaStream_t stream_;
   c10::CaptureId_t id_ = 0;
   bool capturing_ = true;
+
+  /// Ends the routing and gives the pool's share back.
+  void stop_allocating() noexcept {
+    c10::cuda::CUDACachingAllocator::endAllocateToPool(device_, pool_);
+    c10::cuda::CUDACachingAllocator::releasePool(device_, pool_);
+  }
 };
 
 /// A recording captured into a CUDA graph, and the outputs the capture
@@ -135,7 +144,8 @@ struct captured_program {
   functional::program_outputs outputs;
 };
 
-/// Captures `recording` run on `inputs` into the private pool `pool`.
+/// Captures `recording` run on `inputs` into the private pool `pool`; the
+/// caller gives the capture's share of the pool back (stream_capture).
 captured_program capture_program(const functional::recording& recording,
                                  const std::vector<torch::autograd::Node*>& nodes,
                                  const std::vector<at::Tensor>& inputs,
@@ -157,7 +167,8 @@ capture_request::~capture_request() {
 }
 
 std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& request,
-                                                        c10::cuda::CUDAStream side) {
+                                                        c10::cuda::CUDAStream side,
+                                                        std::shared_ptr<graph_pool> pool) {
   if (request.delay_ms > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(request.delay_ms));
   c10::cuda::CUDAGuard device(side.device_index());
@@ -182,11 +193,12 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   side.synchronize();
 
   g->device_ = side.device_index();
-  g->pool_ = at::cuda::graph_pool_handle();
   const auto& nodes = request.backward.walk.nodes;
-  auto [graph, outputs] = capture_program(recording, nodes, g->inputs_, options, g->pool_, side);
+  auto [graph, outputs] = capture_program(recording, nodes, g->inputs_, options, pool->id(), side);
+  g->pool_ = std::move(pool);  // with the capture's share of it
   g->graph_ = graph;
   C10_CUDA_CHECK(cudaGraphInstantiate(&g->exec_, g->graph_, 0));
+  g->replayed_.emplace();
 
   // Which outputs are handed out alone (Note [Lent gradients]): the stock
   // engine steals a gradient tensor that nothing else holds.
@@ -221,36 +233,37 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
       side, request.level,
       [&](const std::vector<at::Tensor>& inputs) {
         auto scratch = at::cuda::graph_pool_handle();
-        auto release = c10::make_scope_exit(
-            [&] { c10::cuda::CUDACachingAllocator::releasePool(g->device_, scratch); });
-        return graph_handle(capture_program(recording, nodes, inputs, options, scratch, side).graph,
-                            &cudaGraphDestroy);
+        auto twin = capture_program(recording, nodes, inputs, options, scratch, side);
+        c10::cuda::CUDACachingAllocator::releasePool(g->device_, scratch);
+        return graph_handle(twin.graph, &cudaGraphDestroy);
       },
       request.lifted->tensor_args.inputs, request.copied);
   g->stale_reads_harmless_ = g->stale_reads_harmless_ && g->find_live_holders(recording);
 
-  g->pool_bytes_ = private_pool_bytes(g->pool_);
-  g->bytes_ = g->pool_bytes_;
+  size_t copies = 0;
   for (size_t i = 0; i < g->inputs_.size(); ++i)
     if (!g->borrowed_[i] && g->inputs_[i].defined() && !g->inputs_[i].is_meta())
-      g->bytes_ += g->inputs_[i].storage().nbytes();
+      copies += g->inputs_[i].storage().nbytes();
+  g->pool_bytes_ = g->pool_->recount();  // counted by the pool
+  g->bytes_ = g->pool_bytes_ + copies;
   g->copied_early_from_.assign(g->inputs_.size(), nullptr);
-  g->replayed_.emplace();
   auto& counters = graph_cache::instance().counters;
-  counters.bytes.fetch_add(static_cast<int64_t>(g->bytes_));
+  counters.bytes.fetch_add(static_cast<int64_t>(copies));
   counters.bound_bytes.fetch_add(static_cast<int64_t>(g->bound_bytes_));
   counters.graphs.fetch_add(1);
+  g->counted_ = true;
   return g;
 }
 
 backward_graph::~backward_graph() {
-  if (replayed_) {  // published (else the capture failed: nothing counted or lent)
+  if (counted_) {
     auto& counters = graph_cache::instance().counters;
-    counters.bytes.fetch_sub(static_cast<int64_t>(bytes_));
+    counters.bytes.fetch_sub(static_cast<int64_t>(bytes_ - pool_bytes_));
     counters.bound_bytes.fetch_sub(static_cast<int64_t>(bound_bytes_));
     counters.graphs.fetch_sub(1);
-    replayed_->synchronize();
   }
+  if (replayed_)
+    replayed_->synchronize();  // a no-op where it never launched
   for (auto& storage : lent_) {
     if (storage.lent.use_count() == 1)
       continue;
@@ -264,8 +277,8 @@ backward_graph::~backward_graph() {
     cudaGraphExecDestroy(exec_);
   if (graph_)
     cudaGraphDestroy(graph_);
-  if (pool_ != c10::MempoolId_t{0, 0})
-    c10::cuda::CUDACachingAllocator::releasePool(device_, pool_);
+  if (pool_)  // its capture's share: the pool's segments go with the last
+    c10::cuda::CUDACachingAllocator::releasePool(device_, pool_->id());
 }
 
 const std::string* backward_graph::rebind_refusal() const noexcept {
@@ -293,34 +306,58 @@ backward_graph::fit backward_graph::fit_of(const std::vector<at::Tensor>& live) 
 }
 
 void backward_graph::take_back_lent(c10::cuda::CUDAStream stream) {
+  bool copied = false;
   for (auto& storage : lent_) {
     if (storage.lent.use_count() == 1)
       continue;
-    // Allocated on the caller's stream, where its holder uses it; filled on
-    // the replay stream, before the replay overwrites the buffer.
+    // Allocated and filled on the stream its holders were handed it on:
+    // after what they did with it (the backward joined that stream), before
+    // what they do next.
+    c10::cuda::CUDAStreamGuard on_holders(*handed_out_on_);
     auto nbytes = storage.lent->nbytes();
     auto own = c10::cuda::CUDACachingAllocator::get()->allocate(nbytes);
     C10_CUDA_CHECK(cudaMemcpyAsync(own.get(), storage.buffer.storage().data(), nbytes,
-                                   cudaMemcpyDeviceToDevice, stream.stream()));
+                                   cudaMemcpyDeviceToDevice, handed_out_on_->stream()));
     storage.lent->set_data_ptr_noswap(std::move(own));
     storage.lent = lend(storage.buffer);
     graph_cache::instance().counters.copy_on_writes.fetch_add(1, std::memory_order_relaxed);
+    copied = true;
+  }
+  if (copied && *handed_out_on_ != stream) {
+    at::cuda::CUDAEvent copies_done;
+    copies_done.record(*handed_out_on_);
+    copies_done.block(stream);
   }
 }
 
-void backward_graph::hand_out(leaf_gradient& g, const at::Tensor& variable,
+void backward_graph::follow_last_launch(c10::cuda::CUDAStream stream) {
+  auto last = pool_->last_launched.lock();
+  if (last && last->replayed_on_ && *last->replayed_on_ != stream)
+    last->replayed_->block(stream);
+  pool_->last_launched = weak_from_this();
+}
+
+void backward_graph::follow_pool(c10::cuda::CUDAStream stream) {
+  follow_last_launch(stream);
+  if (auto lender = pool_->last_lender.lock())
+    lender->take_back_lent(stream);
+  pool_->last_lender = weak_from_this();
+}
+
+bool backward_graph::hand_out(leaf_gradient& g, const at::Tensor& variable,
                               grad_hand_out mode) {
   if (!g.buffer.defined())
-    return;
+    return false;
   at::Tensor lent = tensor_on(lent_[g.storage].lent, g.buffer);
   at::Tensor& slot = variable.mutable_grad();
   if (mode == grad_hand_out::borrow && !slot.defined() && g.exclusive
       && torch::autograd::utils::obeys_layout_contract(lent, variable)) {
     slot = std::move(lent);  // what the stock engine's steal leaves
-    return;
+    return false;
   }
   // Still referenced here, so the stock AccumulateGrad copies or adds.
   functional::accumulate_into_grad(variable, at::Tensor(lent));
+  return true;
 }
 
 size_t backward_graph::node_count() const {
@@ -334,7 +371,12 @@ void backward_graph::launch(c10::cuda::CUDAStream stream) {
   C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream.stream()));
   graph_cache::instance().counters.cuda_launch_ns.fetch_add(
       nanoseconds_between(start, std::chrono::steady_clock::now()), std::memory_order_relaxed);
+  mark_replayed(stream);
+}
+
+void backward_graph::mark_replayed(c10::cuda::CUDAStream stream) {
   replayed_->record(stream);
+  replayed_on_ = stream;
 }
 
 void backward_graph::follow_caller(c10::cuda::CUDAStream stream) const {
@@ -351,20 +393,17 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
                                                     grad_hand_out hand_out_mode,
                                                     std::optional<early_launch> early,
                                                     const backward_nodes* bets_on) {
-  std::unique_lock<std::mutex> replaying;
-  if (early)
-    replaying = std::move(early->replaying_);
-  else
-    replaying = std::unique_lock(replaying_, std::try_to_lock);
-  if (!replaying)
+  auto turn = early ? std::move(early->turn_) : pool_->try_take();
+  if (!turn)
     return std::nullopt;
   auto start = std::chrono::steady_clock::now();
   launchable_at_frees_.reset();  // until this replay's addresses are noted
   c10::cuda::CUDAGuard device(stream.device_index());
   if (!early) {
     follow_caller(stream);
-    take_back_lent(stream);
+    follow_pool(stream);
   }
+  handed_out_on_ = c10::cuda::getCurrentCUDAStream(stream.device_index());
 
   c10::cuda::CUDAStreamGuard on_stream(stream);
   std::vector<copy_span> spans;
@@ -412,12 +451,17 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
     note_addresses(live, rewritten > 0, *bets_on);
   auto launched = std::chrono::steady_clock::now();
 
+  bool read = false;
   for (auto& leaf : leaves_)
-    hand_out(leaf, live[leaf.leaf], hand_out_mode);
+    read = hand_out(leaf, live[leaf.leaf], hand_out_mode) || read;
   variable_list results;
   results.reserve(results_.size());
-  for (const auto& result : results_)
+  for (const auto& result : results_) {
     results.push_back(result.defined() ? result.clone() : result);
+    read = read || result.defined();
+  }
+  if (read)  // the pool's next launch waits for these reads too
+    mark_replayed(stream);
   counters.copy_ns.fetch_add(nanoseconds_between(start, copied), std::memory_order_relaxed);
   counters.launch_ns.fetch_add(nanoseconds_between(copied, launched), std::memory_order_relaxed);
   counters.hand_out_ns.fetch_add(nanoseconds_between(launched, std::chrono::steady_clock::now()),

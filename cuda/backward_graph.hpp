@@ -8,17 +8,18 @@
 // everything else. A replay points the graph at the large live inputs
 // (Note [Bound inputs]), copies the others into their copies with one
 // batched launch, replays, and hands out the gradients the graph wrote,
-// without cloning them (Note [Lent gradients]).
+// without cloning them (Note [Lent gradients]). The graphs one stream
+// actor captures share one memory pool (Note [One pool per stream]).
 
 #include "config/settings.hpp"
 #include "cuda/batched_copy.hpp"
 #include "cuda/bound_inputs.hpp"
+#include "cuda/graph_pool.hpp"
 #include "cuda/lift_alone.hpp"
 #include "engine/functional/graph.hpp"
 #include "engine/functional/recording.hpp"
 
 #include <ATen/cuda/CUDAEvent.h>
-#include <c10/core/Allocator.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/autograd/function.h>
@@ -26,7 +27,6 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <typeinfo>
@@ -79,23 +79,24 @@ struct capture_request {
 };
 
 /// A captured graph and its static buffers.
-class backward_graph {
+class backward_graph : public std::enable_shared_from_this<backward_graph> {
 public:
   /// Records the request's backward on `side` (functional::record_lifted),
   /// copies its inputs into static buffers, runs the pass pipeline on the
   /// recording, warms up on `side` (cuBLAS handles, allocator), then
-  /// captures the recording in thread-local capture mode with a private
-  /// memory pool, and instantiates. Not through at::cuda::CUDAGraph: its
+  /// captures the recording in thread-local capture mode into `pool`, and
+  /// instantiates. Not through at::cuda::CUDAGraph: its
   /// capture puts the default CUDA generator into capture mode for the whole
   /// process, so a training thread drawing random numbers meanwhile (dropout)
   /// fails ("Offset increment outside graph capture"). Throws std::runtime_error naming what
   /// failed (an op that synchronizes with the host, one that is not
   /// capturable, a node that cannot be recorded).
   static std::shared_ptr<backward_graph> capture(const capture_request& request,
-                                                 c10::cuda::CUDAStream side);
+                                                 c10::cuda::CUDAStream side,
+                                                 std::shared_ptr<graph_pool> pool);
 
   /// Waits for the last replay, gives borrowed gradients their own memory,
-  /// then lets the graph and its pool go.
+  /// then lets the graph and its share of the pool go.
   ~backward_graph();
 
   /// Whether `live` (the lifted tensors of a backward) can replay this graph.
@@ -107,19 +108,18 @@ public:
   fit fit_of(const std::vector<at::Tensor>& live) const;
 
   /// A launch made before the backward's lift (Note [Early launch]). It
-  /// holds the graph's replay until replay() confirms or redoes it; one
+  /// holds the pool's turn until replay() confirms or redoes it; one
   /// dropped unconfirmed counts as a lost bet.
   class early_launch {
   public:
-    explicit early_launch(std::unique_lock<std::mutex> replaying)
-        : replaying_(std::move(replaying)) {}
+    explicit early_launch(graph_pool::turn turn) : turn_(std::move(turn)) {}
     early_launch(early_launch&&) noexcept = default;
     early_launch& operator=(early_launch&&) noexcept = default;
     ~early_launch();
 
   private:
     friend class backward_graph;
-    std::unique_lock<std::mutex> replaying_;
+    graph_pool::turn turn_;
   };
 
   /// Launches the graph on `stream` before the backward of `backward` is
@@ -137,8 +137,9 @@ public:
   /// it launches again only if an input moved since. With `bets_on`, the
   /// nodes `live` was lifted from (cuda_graphs.early_launch), it notes
   /// whether the next backward may launch early. Returns nullopt, doing
-  /// nothing, if another thread is replaying this graph right now, or if
-  /// the driver refused to point it at moved inputs (rebind_refusal()).
+  /// nothing, if a graph of its pool is in use right now (by this thread
+  /// too), or if the driver refused to point it at moved inputs
+  /// (rebind_refusal()).
   std::optional<torch::autograd::variable_list> replay(const std::vector<at::Tensor>& live,
                                                        c10::cuda::CUDAStream stream,
                                                        grad_hand_out hand_out,
@@ -148,10 +149,11 @@ public:
   /// The graph's nodes (kernels, copies, memsets), as the driver counts them.
   size_t node_count() const;
 
-  /// Device memory the graph holds: copies of inputs and its pool.
+  /// Device memory the graph added: copies of inputs and what its pool grew.
   size_t bytes() const noexcept { return bytes_; }
 
-  /// Of bytes(), its pool's: the buffers its kernels write.
+  /// Of bytes(), what its pool grew by at its capture: the buffers its
+  /// kernels write, less what graphs captured before it left free.
   size_t pool_bytes() const noexcept { return pool_bytes_; }
 
   /// Bytes of inputs a replay reads where they live instead of copying.
@@ -186,12 +188,28 @@ private:
   };
 
   backward_graph() = default;
-  void hand_out(leaf_gradient& g, const at::Tensor& variable, grad_hand_out mode);
+  /// Returns whether it queued work that reads the buffer (an addition or
+  /// copy into `.grad`).
+  bool hand_out(leaf_gradient& g, const at::Tensor& variable, grad_hand_out mode);
   /// Orders `stream` after the calling thread's current stream.
   void follow_caller(c10::cuda::CUDAStream stream) const;
+  /// Under the pool's turn, before a launch of this graph on `stream`:
+  /// orders it after the pool's last launch.
+  void follow_last_launch(c10::cuda::CUDAStream stream);
+  /// As follow_last_launch, and takes back the gradients the pool's last
+  /// hand-out lent (Note [One pool per stream]): before a launch whose
+  /// gradients are handed out.
+  void follow_pool(c10::cuda::CUDAStream stream);
+  /// Gives each lent storage someone still holds memory of its own, copied
+  /// on the stream it was handed out on; `stream` waits for the copies.
   void take_back_lent(c10::cuda::CUDAStream stream);
   /// Launches the graph on `stream` and records its end (replayed_).
   void launch(c10::cuda::CUDAStream stream);
+  /// Records on `stream` that the work on this graph's outputs is queued.
+  void mark_replayed(c10::cuda::CUDAStream stream);
+  /// At capture: a replay on `side` in the pool's turn, waiting for it;
+  /// returns copies of its outputs if `read_outputs`.
+  std::vector<at::Tensor> trial_replay(c10::cuda::CUDAStream side, bool read_outputs);
   /// At capture: no replay writes into a bound input (checked by one on
   /// `twins`, copies of the static buffers).
   bool reads_stale_harmlessly(const std::vector<at::Tensor>& twins, c10::cuda::CUDAStream side);
@@ -232,7 +250,7 @@ private:
   std::vector<at::Tensor> outputs_now() const;
 
   c10::DeviceIndex device_ = 0;
-  c10::MempoolId_t pool_{0, 0};  ///< its private pool in the caching allocator
+  std::shared_ptr<graph_pool> pool_;  ///< where its kernels write, shared with its stream's graphs
   cudaGraph_t graph_ = nullptr;  ///< what exec_ was instantiated from: its nodes name what bound_ rewrites
   cudaGraphExec_t exec_ = nullptr;
   /// The static buffers; a bound input's is a meta tensor of its layout.
@@ -246,9 +264,15 @@ private:
   bound_inputs bound_;
   std::vector<lent_storage> lent_;
   std::vector<at::Tensor> results_;
-  std::mutex replaying_;
+  /// Recorded after its last launch, and again after a hand-out that read
+  /// its outputs on the GPU; on replayed_on_.
   std::optional<at::cuda::CUDAEvent> replayed_;
-  /// Written once, under replaying_, before rebind_refused_ is set; never after.
+  std::optional<c10::cuda::CUDAStream> replayed_on_;
+  /// The caller's stream at its last hand-out: where the lent gradients'
+  /// holders use them.
+  std::optional<c10::cuda::CUDAStream> handed_out_on_;
+  bool counted_ = false;  ///< its bytes are in graph_counters
+  /// Written once, under the pool's turn, before rebind_refused_ is set; never after.
   std::string rebind_refusal_;
   std::vector<uint32_t> rebind_refused_inputs_;
   std::atomic<bool> rebind_refused_{false};

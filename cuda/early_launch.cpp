@@ -243,14 +243,14 @@ backward_graph::read_live_holders(const backward_nodes& backward) {
 }
 
 backward_graph::early_launch::~early_launch() {
-  if (replaying_.owns_lock())  // neither confirmed nor redone
+  if (turn_)  // neither confirmed nor redone
     graph_cache::instance().counters.early_misses.fetch_add(1, std::memory_order_relaxed);
 }
 
 std::optional<backward_graph::early_launch>
 backward_graph::launch_early(c10::cuda::CUDAStream stream, const backward_nodes& backward) {
-  std::unique_lock replaying(replaying_, std::try_to_lock);
-  if (!replaying || !launchable_at_frees_ || *launchable_at_frees_ != segment_frees(device_))
+  auto turn = pool_->try_take();
+  if (!turn || !launchable_at_frees_ || *launchable_at_frees_ != segment_frees(device_))
     return std::nullopt;
   c10::cuda::CUDAGuard device(stream.device_index());
   // A bet before the walk knows the walk's head only.
@@ -267,11 +267,11 @@ backward_graph::launch_early(c10::cuda::CUDAStream stream, const backward_nodes&
   if (!copies)
     return std::nullopt;
   follow_caller(stream);
-  take_back_lent(stream);
+  follow_pool(stream);
   batched_copy(*copies, stream.stream());
   launch(stream);
   graph_cache::instance().counters.early_launches.fetch_add(1, std::memory_order_relaxed);
-  return early_launch(std::move(replaying));
+  return early_launch(std::move(turn));
 }
 
 void backward_graph::note_addresses(const std::vector<at::Tensor>& live, bool moved,

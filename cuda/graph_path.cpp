@@ -458,7 +458,9 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
   std::shared_ptr<backward_graph> bet;
   std::optional<backward_graph::early_launch> early;
   bool weighed = placed && placed->structure == c.structure;  // no need to look again
-  if (weighed) {
+  if (!weighed) {
+    placed.reset();  // on another structure: lost, its turn in the pool let go
+  } else {
     bet = std::move(placed->graph);
     if (placed->stream == stream)
       early = std::move(placed->launch);

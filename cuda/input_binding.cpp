@@ -76,6 +76,20 @@ bool poison_shows(const at::Tensor& t) {
 
 } // namespace
 
+std::vector<at::Tensor> backward_graph::trial_replay(c10::cuda::CUDAStream side,
+                                                     bool read_outputs) {
+  // The training thread may be replaying the pool's other graphs: this
+  // one's launch and the copies of its outputs take their turn (Note [One
+  // pool per stream]). Nothing it overwrites is lent: the others' outputs
+  // were held when it was captured.
+  auto turn = pool_->take();
+  follow_last_launch(side);
+  C10_CUDA_CHECK(cudaGraphLaunch(exec_, side.stream()));
+  auto outputs = read_outputs ? outputs_now() : std::vector<at::Tensor>{};
+  mark_replayed(side);
+  return outputs;
+}
+
 std::vector<at::Tensor> backward_graph::outputs_now() const {
   std::vector<at::Tensor> now;
   for (const auto& leaf : leaves_)
@@ -101,11 +115,8 @@ bool backward_graph::binding_holds(bound_inputs& found, const std::vector<bool>&
     C10_CUDA_CHECK(cudaMemsetAsync(inputs_[i].mutable_data_ptr(), poison_byte(inputs_[i]),
                                    span_bytes(inputs_[i]), stream));
   }
-  bool holds = false;
-  if (found.bind(exec_, sources)) {
-    C10_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
-    holds = expected.matched_by(outputs_now());
-  }
+  bool holds = found.bind(exec_, sources)
+               && expected.matched_by(trial_replay(side, /*read_outputs=*/true));
   for (size_t i = 0; i < inputs_.size(); ++i) {
     if (!trial[i])
       continue;
@@ -138,7 +149,7 @@ bool backward_graph::reads_stale_harmlessly(const std::vector<at::Tensor>& twins
     }
   if (!bound_.bind(exec_, sources))
     return false;  // the next replay's bind rewrites every node
-  C10_CUDA_CHECK(cudaGraphLaunch(exec_, side.stream()));
+  trial_replay(side, /*read_outputs=*/false);
   return bitwise_equal(copies, originals);
 }
 
@@ -180,11 +191,7 @@ void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level,
     return;
   }
 
-  auto replay_outputs = [&] {
-    C10_CUDA_CHECK(cudaGraphLaunch(exec_, side.stream()));
-    return outputs_now();
-  };
-  auto expected = expected_outputs::of(replay_outputs);
+  auto expected = expected_outputs::of([&] { return trial_replay(side, /*read_outputs=*/true); });
   if (!expected)
     return copy_all("its replays differ from one another other than by rounding");
   if (!binding_holds(found, keep, twins, *expected, side, level)) {

@@ -6,6 +6,7 @@
 #include "config/log.hpp"
 #include "cuda/backward_graph.hpp"
 #include "cuda/graph_cache.hpp"
+#include "cuda/graph_pool.hpp"
 
 #include <c10/cuda/CUDAGuard.h>
 #include <caf/all.hpp>
@@ -56,7 +57,8 @@ void publish(const capture_request& r, std::shared_ptr<backward_graph> graph) {
   auto& cache = graph_cache::instance();
   auto& structure = r.graphs;
   auto kib = [](size_t bytes) { return std::to_string(bytes >> 10) + " KiB"; };
-  auto held = std::to_string(graph->node_count()) + " nodes, " + kib(graph->bytes()) + ": its pool " + kib(graph->pool_bytes()) + ", copies of inputs "
+  auto held = std::to_string(graph->node_count()) + " nodes, " + kib(graph->bytes())
+              + ": the stream's pool grew " + kib(graph->pool_bytes()) + ", copies of inputs "
               + kib(graph->bytes() - graph->pool_bytes()) + "; " + kib(graph->bound_bytes())
               + " of inputs read in place";
   std::vector<std::shared_ptr<backward_graph>> evicted;
@@ -102,9 +104,23 @@ void settle() {
   in.settled.notify_all();
 }
 
-stream_actor::behavior_type stream_stage(stream_actor::pointer, c10::cuda::CUDAStream side) {
+/// A stream actor's own: the pool its graphs share while any is alive
+/// (Note [One pool per stream]).
+struct stream_state {
+  std::weak_ptr<graph_pool> pool;
+
+  std::shared_ptr<graph_pool> pool_for(c10::DeviceIndex device) {
+    auto shared = pool.lock();
+    if (!shared)
+      pool = shared = graph_pool::make(device);
+    return shared;
+  }
+};
+
+stream_actor::behavior_type stream_stage(stream_actor::stateful_pointer<stream_state> self,
+                                         c10::cuda::CUDAStream side) {
   return {
-    [side](capture_order& order) {
+    [self, side](capture_order& order) {
       auto& r = *order.request;
       bool draining;
       {
@@ -115,7 +131,7 @@ stream_actor::behavior_type stream_stage(stream_actor::pointer, c10::cuda::CUDAS
         drop(r);
       } else {
         try {
-          publish(r, backward_graph::capture(r, side));
+          publish(r, backward_graph::capture(r, side, self->state.pool_for(side.device_index())));
         } catch (const c10::Error& e) {
           fail(r, e.what_without_backtrace());
         } catch (const std::exception& e) {

@@ -159,6 +159,60 @@ TEST_CASE("lent gradients: held ones keep their values, accumulation is exact", 
   }
 }
 
+TEST_CASE("the graphs of one stream share a memory pool (Note [One pool per stream])",
+          "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  auto graphs = policy(gradd::graph_shape_policy::static_shapes);
+
+  SECTION("a sweep's graphs hold about one working set, not one each") {
+    // Activations of 2 to 8 MiB: each graph's working set is a 20 MiB
+    // segment or more of the caching allocator; one pool each held four.
+    mlp m;
+    auto params = m.parameters();
+    gradd::reset();
+    gradd::enable_guard on{graphs};
+    uint64_t first = 0;
+    for (int64_t batch : {32768, 24576, 16384, 8192}) {
+      gradd::test::clear_grads(params);
+      m.loss(batch, 0).backward();
+      REQUIRE(gradd::wait_for_compiles());
+      if (first == 0)
+        first = gradd::stats().graph_bytes;
+    }
+    auto s = gradd::stats();
+    REQUIRE(s.graphs == 4);
+    INFO("graph_bytes: " << first << " for the first graph, " << s.graph_bytes << " for four");
+    CHECK(s.graph_bytes < first + first / 4);
+  }
+  SECTION("a gradient held while another graph of the pool replays keeps its values") {
+    // The narrow step's graph is captured second, so its gradient may lie
+    // where the wide step's graph writes its intermediates. No bets: a lost
+    // one would launch the narrow graph, which takes back its own.
+    graphs.cuda_graphs.early_launch = false;
+    auto w = torch::randn({1 << 20}, torch::device(torch::kCUDA)).requires_grad_();
+    auto step = [&](int64_t rows, int64_t seed) {
+      w.mutable_grad() = Tensor();
+      auto x = torch::sin(torch::arange(rows * (1 << 20), torch::device(torch::kCUDA))
+                              .reshape({rows, 1 << 20}) * (0.001 * seed));
+      (x * w).square().mean().backward();
+      REQUIRE(gradd::wait_for_compiles());
+      return w.grad();
+    };
+    gradd::reset();
+    gradd::enable_guard on{graphs};
+    step(4, 1);  // recorded: the wide graph
+    step(2, 2);  // recorded: the narrow graph
+    auto held = step(2, 3);  // the narrow graph's gradient, kept
+    auto before = gradd::test::exact_copy(held);
+    auto copies_before = gradd::stats().graph_copy_on_writes;
+    step(4, 4);  // the wide graph replays
+    CHECK(gradd::stats().graph_backwards == 2);
+    CHECK(gradd::stats().graph_copy_on_writes == copies_before + 1);  // the wide one took it back
+    require_bitwise_equal(before, gradd::test::exact_copy(held));
+  }
+}
+
 TEST_CASE("large saved tensors are read where they live (Note [Bound inputs])", "[cuda][graphs]") {
   if (!have_cuda())
     return;
