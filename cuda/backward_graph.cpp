@@ -424,7 +424,7 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
   size_t rewritten = 0;
   if (binds) {
     auto rewrites = bound_.bind(exec_, sources);
-    if (!rewrites) {  // the plan serves this backward; the graph is dropped (graph_path.cpp)
+    if (!rewrites) {  // the plan serves this backward; the graph is dropped (graph_hit.cpp)
       if (early)
         counters.early_misses.fetch_add(1, std::memory_order_relaxed);
       if (!rebind_refused_.load(std::memory_order_relaxed)) {

@@ -1,0 +1,105 @@
+#pragma once
+
+// What a graph hit does once its backward is known, shared by its two
+// entries: the hook's graph path (graph_path.cpp) and a bet served before
+// libtorch's engine (graph_bets.cpp). Internal to cuda/.
+
+#include "compiler/ir.hpp"
+#include "config/settings.hpp"
+#include "cuda/backward_graph.hpp"
+
+#include <c10/core/Stream.h>
+#include <torch/csrc/autograd/function.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace torch::dynamo::autograd {
+class AutogradCompilerCall;
+}
+
+namespace gradd::cuda {
+
+struct structure_graphs;
+
+/// The one CUDA stream every node that runs is on, if there is one: each
+/// node's stream() (the stream of its first input on the accelerator), with
+/// the accelerator looked up once instead of once a node.
+std::optional<c10::Stream> single_stream(const compiler::graph& table,
+                                         const std::vector<torch::autograd::Node*>& nodes);
+
+/// Whether any node that runs has hooks: they run between node calls,
+/// which a graph does not have.
+bool has_hooks(const compiler::graph& table);
+
+/// What a graph hit needs of its backward, from either entry: the hook's
+/// graph_call or a bet served before the engine (bet_call).
+struct hit_call {
+  uint64_t structure;
+  const compiler::graph& table;
+  const std::vector<torch::autograd::Node*>& nodes;
+  const settings& config;
+  std::chrono::steady_clock::time_point entered;
+  bool keep_graph;
+};
+
+/// Keeps structure `s` on plans for good, said once, for `why`.
+void keep_on_plans(structure_graphs& s, const hit_call& c, const std::string& why);
+
+/// The graph a backward of `s` bets on (Note [Early launch]), or null: with
+/// one graph, its shape's once two backwards in a row had it; with several,
+/// the one its probe names (Note [Shape probe]). Takes the structure's lock.
+std::shared_ptr<backward_graph> graph_to_bet_on(structure_graphs& s,
+                                                const backward_nodes& backward);
+
+/// When a graph hit finished its walk and began its lift; an early launch
+/// (Note [Early launch]) lies between the two.
+struct hit_times {
+  std::chrono::steady_clock::time_point walked;
+  std::chrono::steady_clock::time_point lifting;
+};
+
+/// Replays `graph` for a backward whose inputs, lifted, are `live`, on
+/// `stream`; nullopt, the plan's to serve, where the graph does not fit
+/// them or the driver refused to point it at them.
+/// `shape` is their shape key and `probed` whether the graph's probe key
+/// is learnt (Note [Shape probe]); `early`, its launch before the lift.
+std::optional<torch::autograd::variable_list>
+replay_hit(const hit_call& c, structure_graphs& s, uint64_t shape,
+           const std::shared_ptr<backward_graph>& graph, const std::vector<at::Tensor>& live,
+           c10::Stream stream, hit_times times, bool probed,
+           std::optional<backward_graph::early_launch> early);
+
+/// A backward's inputs lifted for the graph path, and their shape key.
+struct lifted_inputs {
+  std::shared_ptr<torch::dynamo::autograd::AutogradCompilerCall> call;
+  uint64_t shape = 0;
+};
+
+/// Lifts the inputs of `c`'s backward (the order functional capture lifts
+/// in) and keys their shape. Nullopt where no graph can serve it, with
+/// `why` saying why its structure should stay on plans; `why` empty where
+/// the caller's mistake is to blame (callers_mistake: the plan raises the
+/// stock engine's error, and the structure keeps its graphs).
+std::optional<lifted_inputs> lift_inputs(const hit_call& c, std::string& why);
+
+/// Notes a backward of `shape` lifted for `s`'s graphs: whether its loop is
+/// steady (Note [Early launch]). Call with `s.mutex` held.
+void note_shape(structure_graphs& s, uint64_t shape);
+
+/// A graph launched for a backward before libtorch's engine prepared it
+/// (graph_path.hpp, early_bet).
+struct placed_bet {
+  uint64_t structure = 0;
+  std::shared_ptr<backward_graph> graph;  ///< null where none was launched
+  std::optional<backward_graph::early_launch> launch;
+  /// Where it launched: a bet before the walk takes the stream of the
+  /// backwards before, which this one need not run on.
+  std::optional<c10::Stream> stream;
+};
+
+} // namespace gradd::cuda
