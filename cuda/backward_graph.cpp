@@ -55,6 +55,15 @@ namespace {
 using torch::autograd::variable_list;
 namespace functional = engine::functional;
 
+/// Makes `stream` wait for the work queued on `other` so far.
+void wait_for(c10::cuda::CUDAStream other, c10::cuda::CUDAStream stream) {
+  if (other == stream)
+    return;
+  at::cuda::CUDAEvent queued;
+  queued.record(other);
+  queued.block(stream);
+}
+
 /// A storage that points at `buffer`'s memory without owning it.
 c10::intrusive_ptr<c10::StorageImpl> lend(const at::Tensor& buffer) {
   const auto& storage = buffer.storage();
@@ -305,8 +314,7 @@ backward_graph::fit backward_graph::fit_of(const std::vector<at::Tensor>& live) 
   return fit::fits;
 }
 
-void backward_graph::take_back_lent(c10::cuda::CUDAStream stream) {
-  bool copied = false;
+void backward_graph::take_back_lent() {
   for (auto& storage : lent_) {
     if (storage.lent.use_count() == 1)
       continue;
@@ -321,12 +329,6 @@ void backward_graph::take_back_lent(c10::cuda::CUDAStream stream) {
     storage.lent->set_data_ptr_noswap(std::move(own));
     storage.lent = lend(storage.buffer);
     graph_cache::instance().counters.copy_on_writes.fetch_add(1, std::memory_order_relaxed);
-    copied = true;
-  }
-  if (copied && *handed_out_on_ != stream) {
-    at::cuda::CUDAEvent copies_done;
-    copies_done.record(*handed_out_on_);
-    copies_done.block(stream);
   }
 }
 
@@ -338,9 +340,16 @@ void backward_graph::follow_last_launch(c10::cuda::CUDAStream stream) {
 }
 
 void backward_graph::follow_pool(c10::cuda::CUDAStream stream) {
+  auto caller = c10::cuda::getCurrentCUDAStream(stream.device_index());
+  wait_for(caller, stream);  // the backward's inputs
   follow_last_launch(stream);
-  if (auto lender = pool_->last_lender.lock())
-    lender->take_back_lent(stream);
+  if (auto lender = pool_->last_lender.lock()) {
+    lender->take_back_lent();
+    // Its holders may have reads of the lent gradients queued on their
+    // stream still, made before they let go of them.
+    if (lender->handed_out_on_ && *lender->handed_out_on_ != caller)
+      wait_for(*lender->handed_out_on_, stream);
+  }
   pool_->last_lender = weak_from_this();
 }
 
@@ -379,15 +388,6 @@ void backward_graph::mark_replayed(c10::cuda::CUDAStream stream) {
   replayed_on_ = stream;
 }
 
-void backward_graph::follow_caller(c10::cuda::CUDAStream stream) const {
-  auto caller = c10::cuda::getCurrentCUDAStream(stream.device_index());
-  if (caller != stream) {
-    at::cuda::CUDAEvent caller_done;
-    caller_done.record(caller);
-    caller_done.block(stream);
-  }
-}
-
 std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor>& live,
                                                     c10::cuda::CUDAStream stream,
                                                     grad_hand_out hand_out_mode,
@@ -399,10 +399,8 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
   auto start = std::chrono::steady_clock::now();
   launchable_at_frees_.reset();  // until this replay's addresses are noted
   c10::cuda::CUDAGuard device(stream.device_index());
-  if (!early) {
-    follow_caller(stream);
+  if (!early)
     follow_pool(stream);
-  }
   handed_out_on_ = c10::cuda::getCurrentCUDAStream(stream.device_index());
 
   c10::cuda::CUDAStreamGuard on_stream(stream);

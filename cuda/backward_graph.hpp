@@ -191,18 +191,18 @@ private:
   /// Returns whether it queued work that reads the buffer (an addition or
   /// copy into `.grad`).
   bool hand_out(leaf_gradient& g, const at::Tensor& variable, grad_hand_out mode);
-  /// Orders `stream` after the calling thread's current stream.
-  void follow_caller(c10::cuda::CUDAStream stream) const;
   /// Under the pool's turn, before a launch of this graph on `stream`:
   /// orders it after the pool's last launch.
   void follow_last_launch(c10::cuda::CUDAStream stream);
-  /// As follow_last_launch, and takes back the gradients the pool's last
-  /// hand-out lent (Note [One pool per stream]): before a launch whose
-  /// gradients are handed out.
+  /// Before a launch whose gradients are handed out: orders it after the
+  /// calling thread's current stream and the pool's last launch, takes
+  /// back the gradients the pool's last hand-out lent, and orders it after
+  /// the stream their holders were handed them on (Note [One pool per
+  /// stream]).
   void follow_pool(c10::cuda::CUDAStream stream);
   /// Gives each lent storage someone still holds memory of its own, copied
-  /// on the stream it was handed out on; `stream` waits for the copies.
-  void take_back_lent(c10::cuda::CUDAStream stream);
+  /// on the stream it was handed out on.
+  void take_back_lent();
   /// Launches the graph on `stream` and records its end (replayed_).
   void launch(c10::cuda::CUDAStream stream);
   /// Records on `stream` that the work on this graph's outputs is queued.

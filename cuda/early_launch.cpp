@@ -266,7 +266,6 @@ backward_graph::launch_early(c10::cuda::CUDAStream stream, const backward_nodes&
   auto copies = read_live_holders({walked ? backward.nodes : reached, backward.table});
   if (!copies)
     return std::nullopt;
-  follow_caller(stream);
   follow_pool(stream);
   batched_copy(*copies, stream.stream());
   launch(stream);

@@ -18,7 +18,9 @@
 //   turn, and holds it until what reads its outputs is queued (the
 //   hand-out); the hit path never waits for the turn: a busy one leaves
 //   that backward to its plan, as a busy graph did before. A launch on
-//   another stream than the pool's last waits for that one (an event).
+//   another stream than the pool's last waits for that one (an event), and
+//   for what was queued on the stream the last hand-out's gradients were
+//   handed out on: reads of them made before their holders let go.
 // - The stream actor's binding trials (Note [Bound inputs]) replay the new
 //   graph on the actor's stream while the training thread replays the
 //   others. Each trial takes the turn too and copies the outputs it reads

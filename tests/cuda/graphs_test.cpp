@@ -213,6 +213,58 @@ TEST_CASE("the graphs of one stream share a memory pool (Note [One pool per stre
   }
 }
 
+TEST_CASE("graphs of one pool replayed on two streams run one at a time", "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  // Two shapes captured from backwards on one stream share its pool (Note
+  // [One pool per stream]); then the wide one replays on that stream and
+  // the narrow one on another, in turn, with nothing waiting in between but
+  // what gradd orders. Run side by side, each would write the other's
+  // intermediates. (Two launches of one graph the driver orders itself.)
+  c10::Device device(c10::kCUDA, 0);
+  c10::impl::VirtualGuardImpl cuda(c10::DeviceType::CUDA);
+  std::vector<c10::Stream> streams{cuda.getStreamFromGlobalPool(device),
+                                   cuda.getStreamFromGlobalPool(device)};
+  constexpr int64_t width = 1 << 22;  // 16 MiB a row: replays long enough to overlap
+  auto w = torch::randn({width}, torch::device(torch::kCUDA)).requires_grad_();
+  auto step = [&](int64_t i, int64_t rows, const c10::Stream& stream) {
+    c10::StreamGuard on(stream);
+    w.mutable_grad() = Tensor();
+    auto x = torch::sin(torch::arange(rows * width, torch::device(torch::kCUDA))
+                            .reshape({rows, width}) * (0.001 * (i + 1)));
+    (x * w).square().mean().backward();
+    return gradd::test::exact_copy(w.grad());  // queued on that stream
+  };
+  constexpr int64_t steps = 10;
+  auto in_turn = [&](int64_t i) {
+    return i % 2 == 0 ? step(i, 8, streams[0]) : step(i, 4, streams[1]);
+  };
+  std::vector<Tensor> stock, ours;
+  {
+    gradd::disable_guard off;
+    for (int64_t i = 0; i < steps; ++i)
+      stock.push_back(in_turn(i));
+    torch::cuda::synchronize();
+  }
+  auto graphs = policy(gradd::graph_shape_policy::static_shapes);
+  gradd::reset();
+  gradd::enable_guard on{graphs};
+  for (int64_t rows : {8, 4}) {  // recorded on the first stream
+    step(0, rows, streams[0]);
+    REQUIRE(gradd::wait_for_compiles());
+  }
+  torch::cuda::synchronize();
+  for (int64_t i = 0; i < steps; ++i)
+    ours.push_back(in_turn(i));
+  REQUIRE(gradd::wait_for_compiles());  // no capture under way: a device-wide wait fails then
+  torch::cuda::synchronize();
+  CHECK(gradd::stats().graph_backwards == steps);
+  for (int64_t i = 0; i < steps; ++i) {
+    INFO("step " << i);
+    require_bitwise_equal(stock[i], ours[i]);
+  }
+}
+
 TEST_CASE("large saved tensors are read where they live (Note [Bound inputs])", "[cuda][graphs]") {
   if (!have_cuda())
     return;
