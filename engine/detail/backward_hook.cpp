@@ -262,11 +262,7 @@ private:
 
   variable_list run(graph_record& record) {
     record.hits.fetch_add(1, std::memory_order_relaxed);
-    record.running.fetch_add(1);
-    struct running_guard {
-      graph_record& r;
-      ~running_guard() { r.running.fetch_sub(1); }
-    } guard{record};
+    running_plan running(record);
     std::function<void()> plan = [&] { run_plan(record.compiled->plan, walk_->nodes, task_); };
     auto served = cuda::serve_from_graph({record.id, record.compiled->ir, walk_->nodes, root_,
                                           task_, accumulate_grad_, outputs_, config_, plan,

@@ -184,11 +184,7 @@ early_bet_scope::serve(const std::vector<Edge>& roots, const torch::autograd::va
     return std::nullopt;
   auto& record = *walked.record;
   auto& stats = engine_state::instance().stats;
-  record.running.fetch_add(1);
-  struct running_guard {
-    graph_record& r;
-    ~running_guard() { r.running.fetch_sub(1); }
-  } guard{record};
+  running_plan running(record);
   c10::AutoGradMode no_grad(false);  // as the stock engine runs a backward without create_graph
   std::optional<cuda::bet_served> served;
   try {

@@ -80,6 +80,19 @@ private:
   std::condition_variable settled_;
 };
 
+/// Counts a backward that runs `record`'s plan, while it lives, in
+/// graph_record::running (eviction skips such records).
+class running_plan {
+public:
+  explicit running_plan(graph_record& record) : record_(record) { record_.running.fetch_add(1); }
+  ~running_plan() { record_.running.fetch_sub(1); }
+  running_plan(const running_plan&) = delete;
+  running_plan& operator=(const running_plan&) = delete;
+
+private:
+  graph_record& record_;
+};
+
 /// Every structure gradd has seen, by structural key, a few variants per key
 /// (the same structure recorded in another sequence-number order).
 ///
