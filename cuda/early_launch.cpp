@@ -162,7 +162,7 @@ bool backward_graph::find_live_holders(const engine::functional::recording& reco
     }
     if (!holder)
       return false;
-    holders_.push_back({i, *holder, copied, std::nullopt, 0});
+    holders_.push_back({.input = i, .node = *holder, .copied = copied});
     if (std::find(nodes.begin(), nodes.end(), *holder) == nodes.end())
       nodes.push_back(*holder);
   }
