@@ -63,11 +63,11 @@ struct hit_times {
   std::chrono::steady_clock::time_point lifting;
 };
 
-/// Replays `graph` for a backward whose inputs, lifted, are `live`, on
-/// `stream`; nullopt, the plan's to serve, where the graph does not fit
-/// them or the driver refused to point it at them.
-/// `shape` is their shape key and `probed` whether the graph's probe key
-/// is learnt (Note [Shape probe]); `early`, its launch before the lift.
+/// Replays `graph` on `stream` for a backward whose inputs, lifted, are
+/// `live`, of shape key `shape`: `probed` says whether the graph's probe
+/// key is learnt (Note [Shape probe]), `early` is its launch before the
+/// lift. Nullopt, the plan's to serve, where the graph does not fit them
+/// or the driver refused to point it at them.
 std::optional<torch::autograd::variable_list>
 replay_hit(const hit_call& c, structure_graphs& s, uint64_t shape,
            const std::shared_ptr<backward_graph>& graph, const std::vector<at::Tensor>& live,
