@@ -452,6 +452,13 @@ int run(const options& o) {
                 static_cast<double>(gradd_peak + graph_bytes) / eager_peak, gradd_peak / 1e6,
                 eager_peak / 1e6, graph_bytes / 1e6, graph_stats.graph_bound_bytes / 1e6);
     if (device.is_cuda()) {
+      // A backward recorded for a capture still under way holds the
+      // parameters' AccumulateGrad nodes, made on the default stream; the
+      // floor's forward on its side stream would reuse them, and the stock
+      // engine then made the default stream wait for the floor's capturing
+      // stream, which CUDA refuses (seen with compile.delay_ms: 200 on the
+      // H200, the process ended).
+      gradd::wait_for_compiles();
       if (auto floor = floor_of_steps(*model, o.warmup, gradd_times, shape_sweep))
         std::printf(", \"floor_ms\": %.4f, \"floor_ratio\": %.4f, \"floor_launch_us\": %.1f",
                     floor->ms, floor->ratio, floor->launch_us);
