@@ -119,6 +119,10 @@ def backward_floor_ms(model, batch, i, runs=50):
     """The stock engine's backward captured whole into one CUDA graph (the
     forward outside the capture, warm-ups on a side stream, as PyTorch's
     whole-network capture does it); the median ms of its replays."""
+    # A backward recorded for a capture still under way holds the
+    # parameters' AccumulateGrad nodes; the capture below would reuse them
+    # from another stream (gradd-bench's floor ended the process so).
+    gradd.wait_for_compiles()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     times = []
