@@ -1,0 +1,133 @@
+// One memory pool for the CUDA graphs of a stream (Note [One pool per
+// stream], cuda/graph_pool.cpp): what it holds, and the rules that keep
+// gradients exact when graphs share it.
+
+#include "cuda/graph_loop.hpp"
+
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+using gradd::test::have_cuda;
+using gradd::test::mlp;
+using gradd::test::policy;
+using gradd::test::require_bitwise_equal;
+using torch::Tensor;
+
+namespace {
+
+/// loss = (x * w).square().mean() for `rows` rows x as wide as w: the
+/// backward's working set grows with `rows`, its gradient (w's) does not.
+struct rows_times_weight {
+  explicit rows_times_weight(int64_t width)
+      : w(torch::randn({width}, torch::device(torch::kCUDA)).requires_grad_()) {}
+  Tensor loss(int64_t rows, int64_t seed) const {
+    auto width = w.size(0);
+    auto x = torch::sin(torch::arange(rows * width, torch::device(torch::kCUDA))
+                            .reshape({rows, width}) * (0.001 * seed));
+    return (x * w).square().mean();
+  }
+  Tensor w;
+};
+
+} // namespace
+
+TEST_CASE("the graphs of one stream share a memory pool (Note [One pool per stream])",
+          "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  auto graphs = policy(gradd::graph_shape_policy::static_shapes);
+
+  SECTION("a sweep's graphs hold about one working set, not one each") {
+    // Activations of 2 to 8 MiB: each graph's working set is a 20 MiB
+    // segment or more of the caching allocator; one pool each held four.
+    mlp m;
+    auto params = m.parameters();
+    gradd::reset();
+    gradd::enable_guard on{graphs};
+    uint64_t first = 0;
+    for (int64_t batch : {32768, 24576, 16384, 8192}) {
+      gradd::test::clear_grads(params);
+      m.loss(batch, 0).backward();
+      REQUIRE(gradd::wait_for_compiles());
+      if (first == 0)
+        first = gradd::stats().graph_bytes;
+    }
+    auto s = gradd::stats();
+    REQUIRE(s.graphs == 4);
+    INFO("graph_bytes: " << first << " for the first graph, " << s.graph_bytes << " for four");
+    CHECK(s.graph_bytes < first + first / 4);
+  }
+  SECTION("a gradient held while another graph of the pool replays keeps its values") {
+    // The narrow step's graph is captured second, so its gradient may lie
+    // where the wide step's graph writes its intermediates. No bets: a lost
+    // one would launch the narrow graph, which takes back its own.
+    graphs.cuda_graphs.early_launch = false;
+    rows_times_weight m(1 << 20);
+    auto step = [&](int64_t rows, int64_t seed) {
+      m.w.mutable_grad() = Tensor();
+      m.loss(rows, seed).backward();
+      REQUIRE(gradd::wait_for_compiles());
+      return m.w.grad();
+    };
+    gradd::reset();
+    gradd::enable_guard on{graphs};
+    step(4, 1);  // recorded: the wide graph
+    step(2, 2);  // recorded: the narrow graph
+    auto held = step(2, 3);  // the narrow graph's gradient, kept
+    auto before = gradd::test::exact_copy(held);
+    auto copies_before = gradd::stats().graph_copy_on_writes;
+    step(4, 4);  // the wide graph replays
+    CHECK(gradd::stats().graph_backwards == 2);
+    CHECK(gradd::stats().graph_copy_on_writes == copies_before + 1);  // the wide one took it back
+    require_bitwise_equal(before, gradd::test::exact_copy(held));
+  }
+}
+
+TEST_CASE("graphs of one pool replayed on two streams run one at a time", "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  // Two shapes captured from backwards on one stream share its pool (Note
+  // [One pool per stream]); then the wide one replays on that stream and
+  // the narrow one on another, in turn, with nothing waiting in between but
+  // what gradd orders. Run side by side, each would write the other's
+  // intermediates. (Two launches of one graph the driver orders itself.)
+  c10::Device device(c10::kCUDA, 0);
+  c10::impl::VirtualGuardImpl cuda(c10::DeviceType::CUDA);
+  std::vector<c10::Stream> streams{cuda.getStreamFromGlobalPool(device),
+                                   cuda.getStreamFromGlobalPool(device)};
+  rows_times_weight m(1 << 22);  // 16 MiB a row: replays long enough to overlap
+  auto step = [&](int64_t i, int64_t rows, const c10::Stream& stream) {
+    c10::StreamGuard on(stream);
+    m.w.mutable_grad() = Tensor();
+    m.loss(rows, i + 1).backward();
+    return gradd::test::exact_copy(m.w.grad());  // queued on that stream
+  };
+  constexpr int64_t steps = 10;
+  auto in_turn = [&](int64_t i) {
+    return i % 2 == 0 ? step(i, 8, streams[0]) : step(i, 4, streams[1]);
+  };
+  std::vector<Tensor> stock, ours;
+  {
+    gradd::disable_guard off;
+    for (int64_t i = 0; i < steps; ++i)
+      stock.push_back(in_turn(i));
+    torch::cuda::synchronize();
+  }
+  auto graphs = policy(gradd::graph_shape_policy::static_shapes);
+  gradd::reset();
+  gradd::enable_guard on{graphs};
+  for (int64_t rows : {8, 4}) {  // recorded on the first stream
+    step(0, rows, streams[0]);
+    REQUIRE(gradd::wait_for_compiles());
+  }
+  torch::cuda::synchronize();
+  for (int64_t i = 0; i < steps; ++i)
+    ours.push_back(in_turn(i));
+  REQUIRE(gradd::wait_for_compiles());  // no capture under way: a device-wide wait fails then
+  torch::cuda::synchronize();
+  CHECK(gradd::stats().graph_backwards == steps);
+  for (int64_t i = 0; i < steps; ++i) {
+    INFO("step " << i);
+    require_bitwise_equal(stock[i], ours[i]);
+  }
+}
