@@ -162,7 +162,10 @@ bool backward_graph::find_live_holders(const engine::functional::recording& reco
     }
     if (!holder)
       return false;
-    holders_.push_back({.input = i, .node = *holder, .copied = copied});
+    auto& held = holders_.emplace_back();  // GCC 12 warns of designated initializers here
+    held.input = i;
+    held.node = *holder;
+    held.copied = copied;
     if (std::find(nodes.begin(), nodes.end(), *holder) == nodes.end())
       nodes.push_back(*holder);
   }
