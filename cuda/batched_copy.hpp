@@ -18,11 +18,8 @@ struct copy_span {
   size_t bytes;
 };
 
-/// Spans one launch carries in its parameters (no table upload).
-inline constexpr size_t spans_per_launch = 160;
-
-/// Copies every span on `stream`: one kernel launch per spans_per_launch
-/// spans, none for an empty list. The ranges must not overlap.
+/// Copies every span on `stream`: one kernel launch per 160 spans
+/// (span_launch.hpp), none for an empty list. The ranges must not overlap.
 void batched_copy(const std::vector<copy_span>& spans, cudaStream_t stream);
 
 } // namespace gradd::cuda

@@ -48,6 +48,7 @@
 #include "cuda/backward_graph.hpp"
 
 #include "config/log.hpp"
+#include "cuda/byte_compare.hpp"
 #include "cuda/expected_outputs.hpp"
 #include "cuda/static_buffer.hpp"
 
@@ -69,9 +70,28 @@ int poison_byte(const at::Tensor& t) {
   return at::isFloatingType(type) || at::isComplexType(type) ? 0xFF : 0;
 }
 
-/// Whether poisoning `t` changes its bytes, so that a trial sees who reads it.
-bool poison_shows(const at::Tensor& t) {
-  return poison_byte(t) != 0 || t.ne(0).any().item<bool>();
+/// Which of the `candidates` among `inputs` poisoning changes, so that a
+/// trial sees who reads them: floating ones, and others that hold a
+/// non-zero byte (looked for in one comparison).
+std::vector<bool> poison_shows(const std::vector<at::Tensor>& inputs,
+                               const std::vector<bool>& candidates) {
+  std::vector<bool> shows(inputs.size(), false);
+  std::vector<byte_pair> zero_poisoned;
+  std::vector<size_t> of_pair;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!candidates[i])
+      continue;
+    if (poison_byte(inputs[i]) != 0) {
+      shows[i] = true;
+    } else {
+      zero_poisoned.emplace_back(inputs[i], at::Tensor());
+      of_pair.push_back(i);
+    }
+  }
+  auto non_zero = bytes_differ(zero_poisoned);
+  for (size_t p = 0; p < of_pair.size(); ++p)
+    shows[of_pair[p]] = non_zero[p];
+  return shows;
 }
 
 } // namespace
@@ -176,9 +196,10 @@ void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level,
   auto twin = capture_twin(twins);
   auto found = bound_inputs::find(graph_, twin.get(), buffers);
   found.keep_settable(exec_);
-  std::vector<bool> keep(inputs_.size());
+  std::vector<bool> bindable(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i)
-    keep[i] = found.bindable(i) && poison_shows(inputs_[i]);
+    bindable[i] = found.bindable(i);
+  auto keep = poison_shows(inputs_, bindable);
   found.keep_only(keep);
   // Copying all leaves bound_ empty: the graph has its captured arguments
   // (binding_holds gives them back after each trial).

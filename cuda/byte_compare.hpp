@@ -1,0 +1,30 @@
+#pragma once
+
+// Byte-for-byte comparison of tensors, for the stream actor's checks of a
+// new graph (Note [Bound inputs]). On CUDA it is one launch of a kernel of
+// gradd's own, not ATen's comparisons: the first use of an ATen kernel in
+// the process loads its module (lazy loading, CUDA's default), and while
+// the driver loads it, it holds every other thread's launches, the
+// training thread's too. On the H200 the checks of a process's first graph
+// held the training thread for 35-45 ms that way (the lstm and wide-mlp
+// shape sweeps, docs/design.md, "The stream actor's own kernels").
+
+#include <ATen/core/Tensor.h>
+
+#include <utility>
+#include <vector>
+
+namespace gradd::cuda {
+
+/// Two tensors to compare, or one to look for a non-zero byte in (the
+/// second undefined).
+using byte_pair = std::pair<at::Tensor, at::Tensor>;
+
+/// For each pair, whether its tensors differ: in sizes, type, or any byte
+/// of their elements (NaN bits included); with the second undefined,
+/// whether the first has a non-zero byte. Both of a pair are defined or
+/// the second is undefined, and all are on one device. CUDA tensors are
+/// compared on the current stream, which this waits for.
+std::vector<bool> bytes_differ(const std::vector<byte_pair>& pairs);
+
+} // namespace gradd::cuda
