@@ -43,6 +43,7 @@
 #include <torch/csrc/autograd/utils/grad_layout_contract.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #include <thread>
@@ -353,6 +354,14 @@ void backward_graph::follow_pool(c10::cuda::CUDAStream stream) {
   pool_->last_lender = weak_from_this();
 }
 
+bool backward_graph::lent_to_another_thread() const {
+  auto lender = pool_->last_lender.lock();
+  if (!lender || lender->handed_out_by_ == std::this_thread::get_id())
+    return false;
+  return std::any_of(lender->lent_.begin(), lender->lent_.end(),
+                     [](const lent_storage& s) { return s.lent.use_count() > 1; });
+}
+
 bool backward_graph::hand_out(leaf_gradient& g, const at::Tensor& variable,
                               grad_hand_out mode) {
   if (!g.buffer.defined())
@@ -396,12 +405,17 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
   auto turn = early ? std::move(early->turn_) : pool_->try_take();
   if (!turn)
     return std::nullopt;
+  if (!early && lent_to_another_thread()) {
+    graph_cache::instance().counters.lent_elsewhere.fetch_add(1, std::memory_order_relaxed);
+    return std::nullopt;
+  }
   auto start = std::chrono::steady_clock::now();
   launchable_at_frees_.reset();  // until this replay's addresses are noted
   c10::cuda::CUDAGuard device(stream.device_index());
   if (!early)
     follow_pool(stream);
   handed_out_on_ = c10::cuda::getCurrentCUDAStream(stream.device_index());
+  handed_out_by_ = std::this_thread::get_id();
 
   c10::cuda::CUDAStreamGuard on_stream(stream);
   std::vector<copy_span> spans;

@@ -29,6 +29,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <typeinfo>
 #include <vector>
 
@@ -200,6 +201,10 @@ private:
   /// the stream their holders were handed them on (Note [One pool per
   /// stream]).
   void follow_pool(c10::cuda::CUDAStream stream);
+  /// Whether the pool's last hand-out was made on another thread and some
+  /// of it is still held: taking it back would swap a storage's memory
+  /// under a thread that may be reading it (Note [One pool per stream]).
+  bool lent_to_another_thread() const;
   /// Gives each lent storage someone still holds memory of its own, copied
   /// on the stream it was handed out on.
   void take_back_lent();
@@ -271,6 +276,7 @@ private:
   /// The caller's stream at its last hand-out: where the lent gradients'
   /// holders use them.
   std::optional<c10::cuda::CUDAStream> handed_out_on_;
+  std::thread::id handed_out_by_;  ///< the thread of its last hand-out
   bool counted_ = false;  ///< its bytes are in graph_counters
   /// Written once, under the pool's turn, before rebind_refused_ is set; never after.
   std::string rebind_refusal_;

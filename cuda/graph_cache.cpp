@@ -58,6 +58,7 @@ void graph_counters::reset() noexcept {
   capture_failures = 0;
   evictions = 0;
   copy_on_writes = 0;
+  lent_elsewhere = 0;
   during_capture = 0;
   recordings = 0;
   rewrites = 0;

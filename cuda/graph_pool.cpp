@@ -13,7 +13,11 @@
 //   [Lent gradients]), so before any launch in the pool, the gradients of
 //   the graph that handed out last, whichever graph that is, are taken
 //   back. Only that graph's can still be held: every launch takes back the
-//   ones before it.
+//   ones before it. Taking back swaps a storage's memory under its
+//   holders, who must not be reading it then: where the last hand-out was
+//   made on another thread and is still held, a hit leaves its backward to
+//   the plan instead (`graph_lent_elsewhere`). One thread per stream, the
+//   usual loop, never meets this.
 // - Two graphs of the pool must not run at once. A launch takes the pool's
 //   turn, and holds it until what reads its outputs is queued (the
 //   hand-out); the hit path never waits for the turn: a busy one leaves

@@ -7,6 +7,8 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
+#include <thread>
+
 using gradd::test::have_cuda;
 using gradd::test::mlp;
 using gradd::test::policy;
@@ -130,4 +132,46 @@ TEST_CASE("graphs of one pool replayed on two streams run one at a time", "[cuda
     INFO("step " << i);
     require_bitwise_equal(stock[i], ours[i]);
   }
+}
+
+TEST_CASE("gradients lent to another thread are not taken back under it", "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  // Taking lent gradients back swaps their storage's memory, which the
+  // thread that holds them may be reading (Note [One pool per stream]):
+  // while another thread's hand-out is held, a hit runs on its plan.
+  rows_times_weight m(1 << 16);
+  auto step = [&](int64_t seed) {
+    m.w.mutable_grad() = Tensor();
+    m.loss(64, seed).backward();
+    return m.w.grad();
+  };
+  std::vector<Tensor> stock;
+  {
+    gradd::disable_guard off;
+    for (int64_t seed = 0; seed < 5; ++seed)
+      stock.push_back(gradd::test::exact_copy(step(seed)));
+  }
+  auto graphs = policy(gradd::graph_shape_policy::static_shapes);
+  graphs.cuda_graphs.early_launch = false;
+  gradd::reset();
+  gradd::enable_guard on{graphs};
+  step(0);  // recorded
+  REQUIRE(gradd::wait_for_compiles());
+  require_bitwise_equal(stock[1], gradd::test::exact_copy(step(1)));  // this thread's hand-out
+  Tensor held;
+  std::thread([&] { held = step(2); }).join();  // another's, held
+  REQUIRE(gradd::stats().graph_backwards == 2);
+  REQUIRE(gradd::stats().graph_lent_elsewhere == 0);
+
+  require_bitwise_equal(stock[3], gradd::test::exact_copy(step(3)));
+  CHECK(gradd::stats().graph_backwards == 2);  // the plan served it
+  CHECK(gradd::stats().graph_lent_elsewhere == 1);
+  CHECK(gradd::stats().graph_copy_on_writes == 0);
+  require_bitwise_equal(stock[2], gradd::test::exact_copy(held));
+
+  held = Tensor();  // let go: the graph serves again
+  require_bitwise_equal(stock[4], gradd::test::exact_copy(step(4)));
+  CHECK(gradd::stats().graph_backwards == 3);
+  CHECK(gradd::stats().graph_lent_elsewhere == 1);
 }
