@@ -108,19 +108,20 @@ void settle() {
 /// A stream actor's own: its side stream and the pool its graphs share
 /// while any is alive (Note [One pool per stream]).
 struct stream_state {
+  c10::DeviceIndex device = 0;
   std::optional<c10::cuda::CUDAStream> side;
   std::weak_ptr<graph_pool> pool;
 
   /// Taken on the actor's thread: the stream pool's first use creates
   /// every stream of it, 5-6 ms on the H200 that the training thread's
   /// first recorded backward waited for when it was taken there.
-  c10::cuda::CUDAStream side_on(c10::DeviceIndex device) {
+  c10::cuda::CUDAStream side_stream() {
     if (!side)
       side = c10::cuda::getStreamFromPool(false, device);
     return *side;
   }
 
-  std::shared_ptr<graph_pool> pool_for(c10::DeviceIndex device) {
+  std::shared_ptr<graph_pool> shared_pool() {
     auto shared = pool.lock();
     if (!shared)
       pool = shared = graph_pool::make(device);
@@ -128,7 +129,9 @@ struct stream_state {
   }
 };
 
-stream_actor::behavior_type stream_stage(stream_actor::stateful_pointer<stream_state> self) {
+stream_actor::behavior_type stream_stage(stream_actor::stateful_pointer<stream_state> self,
+                                         c10::DeviceIndex device) {
+  self->state.device = device;
   return {
     [self](capture_order& order) {
       auto& r = *order.request;
@@ -141,9 +144,8 @@ stream_actor::behavior_type stream_stage(stream_actor::stateful_pointer<stream_s
         drop(r);
       } else {
         try {
-          auto device = r.stream.device_index();
-          publish(r, backward_graph::capture(r, self->state.side_on(device),
-                                             self->state.pool_for(device)));
+          publish(r, backward_graph::capture(r, self->state.side_stream(),
+                                             self->state.shared_pool()));
         } catch (const c10::Error& e) {
           fail(r, e.what_without_backtrace());
         } catch (const std::exception& e) {
@@ -167,8 +169,8 @@ bool request_capture(std::shared_ptr<capture_request> request) {
       return false;
     auto key = std::make_pair(request->stream.device_index(), request->stream.id());
     auto& slot = in.actors[key];
-    if (!slot)
-      slot = actors::process_actor_system().spawn<caf::detached>(stream_stage);
+    if (!slot)  // with an argument: CAF 0.17 dereferences a null pointer for none (UBSan)
+      slot = actors::process_actor_system().spawn<caf::detached>(stream_stage, key.first);
     actor = slot;
     ++in.in_flight;
   }
