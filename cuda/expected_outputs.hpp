@@ -3,9 +3,9 @@
 // What a binding trial's outputs must be (Note [Bound inputs],
 // input_binding.cpp): a plain replay's, each bit for bit or, where the
 // graph's replays differ from one another (kernels that are not
-// deterministic), by no more than that rounding. Plain ATen, built with or
-// without CUDA; tests/cuda/expected_outputs_test.cpp checks it on CPU
-// tensors.
+// deterministic), by no more than that rounding. Built with or without
+// CUDA (tensor_compare.hpp compares); tests/cuda/expected_outputs_test.cpp
+// checks it on CPU tensors.
 
 #include <ATen/core/Tensor.h>
 

@@ -48,9 +48,9 @@
 #include "cuda/backward_graph.hpp"
 
 #include "config/log.hpp"
-#include "cuda/byte_compare.hpp"
 #include "cuda/expected_outputs.hpp"
 #include "cuda/static_buffer.hpp"
+#include "cuda/tensor_compare.hpp"
 
 #include <ATen/ops/empty_strided.h>
 #include <c10/cuda/CUDAException.h>
@@ -76,7 +76,7 @@ int poison_byte(const at::Tensor& t) {
 std::vector<bool> poison_shows(const std::vector<at::Tensor>& inputs,
                                const std::vector<bool>& candidates) {
   std::vector<bool> shows(inputs.size(), false);
-  std::vector<byte_pair> zero_poisoned;
+  std::vector<tensor_pair> zero_poisoned;
   std::vector<size_t> of_pair;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!candidates[i])

@@ -1,7 +1,7 @@
 #pragma once
 
 // How gradd's span kernels are launched (batched_copy.cu,
-// byte_compare_kernel.cu). The spans travel by value in the kernel's
+// compare_kernels.cu). The spans travel by value in the kernel's
 // parameters, spans_per_launch at a time (24 bytes each: 3.8 KB, under the
 // 4 KB every architecture takes), so a launch needs no upload. Block row y
 // works on span y; its blocks stride over the span in 16-byte words.
