@@ -58,7 +58,8 @@ std::vector<std::string> hooked_step(const std::vector<Tensor>& w) {
   event_log log;
   log.leaves = w;
   for (size_t i = 0; i < w.size(); ++i) {
-    auto name = "w" + std::to_string(i);
+    std::string name = "w";  // not "w" + ...: GCC 12 warns of that (-Wstringop-overflow)
+    name += std::to_string(i);
     w[i].mutable_grad() = Tensor();
     torch::autograd::impl::set_post_acc_grad_hooks(
         w[i], std::make_unique<logging_acc_hook>(log, name));
