@@ -1,26 +1,8 @@
 // Capture, replay and gradient hand-out of one CUDA graph (see
 // backward_graph.hpp).
 //
-// Note [Lent gradients]
-// A replay writes every leaf gradient into the same buffer of the graph's
-// pool. Handing that buffer out as `.grad` costs nothing, but the next
-// replay would overwrite it under whoever still holds it. So a hand-out is
-// a tensor on a storage of its own ("lent") that points at the buffer
-// without owning it, and the graph keeps that storage. Before the next
-// replay, a lent storage that someone else still holds (a `.grad` not set
-// to None, a view of it, a hook's copy of the handle) gets memory of its
-// own holding the old values: every tensor on it keeps what it had (copy
-// on write), and later hand-outs get a fresh lent storage. Gradients that
-// are views of one buffer share one lent storage, as their stock
-// counterparts share theirs. In the usual
-// loop (`zero_grad(set_to_none=True)` or the optimizer dropping `.grad`)
-// nothing holds it and no copy is made. A gradient the stock engine would
-// not have stolen (the same tensor is another output or an input, or its
-// strides break the layout contract) and `hand_out: copy` go through the
-// stock AccumulateGrad with the lent tensor still referenced, so it copies.
-// The pool is shared with the stream's other graphs, whose launches
-// overwrite it too: a lent storage is taken back before any launch in the
-// pool, not only this graph's (Note [One pool per stream]).
+// Gradients handed out without a copy: Note [Lent gradients],
+// lent_gradients.cpp.
 //
 // Which inputs a replay reads where they live: input_binding.cpp.
 
@@ -63,23 +45,6 @@ void wait_for(c10::cuda::CUDAStream other, c10::cuda::CUDAStream stream) {
   at::cuda::CUDAEvent queued;
   queued.record(other);
   queued.block(stream);
-}
-
-/// A storage that points at `buffer`'s memory without owning it.
-c10::intrusive_ptr<c10::StorageImpl> lend(const at::Tensor& buffer) {
-  const auto& storage = buffer.storage();
-  return c10::make_intrusive<c10::StorageImpl>(
-      c10::StorageImpl::use_byte_size_t(), storage.nbytes(),
-      c10::DataPtr(storage.mutable_data(), buffer.device()), /*allocator=*/nullptr,
-      /*resizable=*/false);
-}
-
-/// A tensor on `lent` with `like`'s geometry.
-at::Tensor tensor_on(const c10::intrusive_ptr<c10::StorageImpl>& lent, const at::Tensor& like) {
-  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(lent), like.key_set(),
-                                                   like.dtype());
-  impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
-  return at::Tensor(std::move(impl));
 }
 
 /// One stream capture into a private pool of the caching allocator, as
@@ -223,16 +188,12 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
     count(gradient);
   for (const auto& result : outputs.results)
     count(result);
-  std::unordered_map<const void*, size_t> storage_index;
   for (auto& [leaf, gradient] : outputs.leaf_gradients) {
     leaf_gradient out;
     out.leaf = leaf;
     if (gradient.defined()) {
       out.exclusive = users[gradient.unsafeGetTensorImpl()] == 1;
-      auto [it, added] = storage_index.emplace(gradient.storage().data(), g->lent_.size());
-      if (added)
-        g->lent_.push_back({gradient, lend(gradient)});
-      out.storage = it->second;
+      out.storage = g->lent_->lend(gradient);
     }
     out.buffer = std::move(gradient);
     g->leaves_.push_back(std::move(out));
@@ -274,15 +235,6 @@ backward_graph::~backward_graph() {
   }
   if (replayed_)
     replayed_->synchronize();  // a no-op where it never launched
-  for (auto& storage : lent_) {
-    if (storage.lent.use_count() == 1)
-      continue;
-    auto nbytes = storage.lent->nbytes();
-    auto own = c10::cuda::CUDACachingAllocator::get()->allocate(nbytes);
-    C10_CUDA_CHECK(cudaMemcpy(own.get(), storage.buffer.storage().data(), nbytes,
-                              cudaMemcpyDeviceToDevice));
-    storage.lent->set_data_ptr_noswap(std::move(own));
-  }
   if (exec_)
     cudaGraphExecDestroy(exec_);
   if (graph_)
@@ -315,24 +267,6 @@ backward_graph::fit backward_graph::fit_of(const std::vector<at::Tensor>& live) 
   return fit::fits;
 }
 
-void backward_graph::take_back_lent() {
-  for (auto& storage : lent_) {
-    if (storage.lent.use_count() == 1)
-      continue;
-    // Allocated and filled on the stream its holders were handed it on:
-    // after what they did with it (the backward joined that stream), before
-    // what they do next.
-    c10::cuda::CUDAStreamGuard on_holders(*handed_out_on_);
-    auto nbytes = storage.lent->nbytes();
-    auto own = c10::cuda::CUDACachingAllocator::get()->allocate(nbytes);
-    C10_CUDA_CHECK(cudaMemcpyAsync(own.get(), storage.buffer.storage().data(), nbytes,
-                                   cudaMemcpyDeviceToDevice, handed_out_on_->stream()));
-    storage.lent->set_data_ptr_noswap(std::move(own));
-    storage.lent = lend(storage.buffer);
-    graph_cache::instance().counters.copy_on_writes.fetch_add(1, std::memory_order_relaxed);
-  }
-}
-
 void backward_graph::follow_last_launch(c10::cuda::CUDAStream stream) {
   auto last = pool_->last_launched.lock();
   if (last && last->replayed_on_ && *last->replayed_on_ != stream)
@@ -340,33 +274,29 @@ void backward_graph::follow_last_launch(c10::cuda::CUDAStream stream) {
   pool_->last_launched = weak_from_this();
 }
 
-void backward_graph::follow_pool(c10::cuda::CUDAStream stream) {
-  auto caller = c10::cuda::getCurrentCUDAStream(stream.device_index());
-  wait_for(caller, stream);  // the backward's inputs
-  follow_last_launch(stream);
-  if (auto lender = pool_->last_lender.lock()) {
-    lender->take_back_lent();
-    // Its holders may have reads of the lent gradients queued on their
-    // stream still, made before they let go of them.
-    if (lender->handed_out_on_ && *lender->handed_out_on_ != caller)
-      wait_for(*lender->handed_out_on_, stream);
-  }
-  pool_->last_lender = weak_from_this();
+bool backward_graph::lent_to_another_thread() const {
+  return pool_->last_lent && pool_->last_lent->held_by_another_thread();
 }
 
-bool backward_graph::lent_to_another_thread() const {
-  auto lender = pool_->last_lender.lock();
-  if (!lender || lender->handed_out_by_ == std::this_thread::get_id())
-    return false;
-  return std::any_of(lender->lent_.begin(), lender->lent_.end(),
-                     [](const lent_storage& s) { return s.lent.use_count() > 1; });
+void backward_graph::follow_pool(c10::cuda::CUDAStream stream, c10::cuda::CUDAStream caller) {
+  auto& last = pool_->last_lent;
+  wait_for(caller, stream);  // the backward's inputs
+  follow_last_launch(stream);
+  if (last) {
+    last->take_back();
+    // Its holders may have reads of the lent gradients queued on their
+    // stream still, made before they let go of them.
+    if (last->handed_out_on() && *last->handed_out_on() != caller)
+      wait_for(*last->handed_out_on(), stream);
+  }
+  last = lent_;
 }
 
 bool backward_graph::hand_out(leaf_gradient& g, const at::Tensor& variable,
                               grad_hand_out mode) {
   if (!g.buffer.defined())
     return false;
-  at::Tensor lent = tensor_on(lent_[g.storage].lent, g.buffer);
+  at::Tensor lent = lent_->tensor(g.storage, g.buffer);
   at::Tensor& slot = variable.mutable_grad();
   if (mode == grad_hand_out::borrow && !slot.defined() && g.exclusive
       && torch::autograd::utils::obeys_layout_contract(lent, variable)) {
@@ -405,17 +335,17 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
   auto turn = early ? std::move(early->turn_) : pool_->try_take();
   if (!turn)
     return std::nullopt;
+  auto start = std::chrono::steady_clock::now();
+  c10::cuda::CUDAGuard device(stream.device_index());
   if (!early && lent_to_another_thread()) {
     graph_cache::instance().counters.lent_elsewhere.fetch_add(1, std::memory_order_relaxed);
     return std::nullopt;
   }
-  auto start = std::chrono::steady_clock::now();
-  launchable_at_frees_.reset();  // until this replay's addresses are noted
-  c10::cuda::CUDAGuard device(stream.device_index());
+  auto caller = c10::cuda::getCurrentCUDAStream(stream.device_index());
   if (!early)
-    follow_pool(stream);
-  handed_out_on_ = c10::cuda::getCurrentCUDAStream(stream.device_index());
-  handed_out_by_ = std::this_thread::get_id();
+    follow_pool(stream, caller);
+  launchable_at_frees_.reset();  // until this replay's addresses are noted
+  lent_->hand_out_on(caller);
 
   c10::cuda::CUDAStreamGuard on_stream(stream);
   std::vector<copy_span> spans;

@@ -15,6 +15,7 @@
 #include "cuda/batched_copy.hpp"
 #include "cuda/bound_inputs.hpp"
 #include "cuda/graph_pool.hpp"
+#include "cuda/lent_gradients.hpp"
 #include "cuda/lift_alone.hpp"
 #include "engine/functional/graph.hpp"
 #include "engine/functional/recording.hpp"
@@ -96,8 +97,9 @@ public:
                                                  c10::cuda::CUDAStream side,
                                                  std::shared_ptr<graph_pool> pool);
 
-  /// Waits for the last replay, gives borrowed gradients their own memory,
-  /// then lets the graph and its share of the pool go.
+  /// Waits for the last replay, then lets the graph and its share of the
+  /// pool go. Gradients it lent and someone holds stay where they are
+  /// (Note [Lent gradients]).
   ~backward_graph();
 
   /// Whether `live` (the lifted tensors of a backward) can replay this graph.
@@ -176,16 +178,7 @@ private:
     uint32_t leaf = 0;   ///< lifted position of the leaf variable
     at::Tensor buffer;   ///< the graph's output, in its pool
     bool exclusive = false;  ///< no other output or input is this very tensor
-    size_t storage = 0;  ///< its entry in lent_
-  };
-
-  /// One storage of the graph's outputs as hand-outs see it: pointing at
-  /// the output's memory without owning it, until a replay finds it still
-  /// held and gives it memory of its own. Outputs that share a storage
-  /// (views of one buffer, as cuDNN's RNN gradients are) share it here too.
-  struct lent_storage {
-    at::Tensor buffer;  ///< an output on the graph's storage
-    c10::intrusive_ptr<c10::StorageImpl> lent;
+    size_t storage = 0;  ///< its lent storage (lent_gradients::lend)
   };
 
   backward_graph() = default;
@@ -195,19 +188,16 @@ private:
   /// Under the pool's turn, before a launch of this graph on `stream`:
   /// orders it after the pool's last launch.
   void follow_last_launch(c10::cuda::CUDAStream stream);
-  /// Before a launch whose gradients are handed out: orders it after the
-  /// calling thread's current stream and the pool's last launch, takes
-  /// back the gradients the pool's last hand-out lent, and orders it after
-  /// the stream their holders were handed them on (Note [One pool per
-  /// stream]).
-  void follow_pool(c10::cuda::CUDAStream stream);
   /// Whether the pool's last hand-out was made on another thread and some
   /// of it is still held: taking it back would swap a storage's memory
   /// under a thread that may be reading it (Note [One pool per stream]).
   bool lent_to_another_thread() const;
-  /// Gives each lent storage someone still holds memory of its own, copied
-  /// on the stream it was handed out on.
-  void take_back_lent();
+  /// Before a launch whose gradients are handed out, under the pool's
+  /// turn: orders it after `caller` (the calling thread's current stream)
+  /// and the pool's last launch, takes back the gradients the pool's last
+  /// hand-out lent, and orders it after the stream their holders were
+  /// handed them on (Note [One pool per stream]).
+  void follow_pool(c10::cuda::CUDAStream stream, c10::cuda::CUDAStream caller);
   /// Launches the graph on `stream` and records its end (replayed_).
   void launch(c10::cuda::CUDAStream stream);
   /// Records on `stream` that the work on this graph's outputs is queued.
@@ -267,16 +257,12 @@ private:
   std::vector<const void*> captured_at_;
   std::vector<leaf_gradient> leaves_;
   bound_inputs bound_;
-  std::vector<lent_storage> lent_;
+  std::shared_ptr<lent_gradients> lent_ = std::make_shared<lent_gradients>();
   std::vector<at::Tensor> results_;
   /// Recorded after its last launch, and again after a hand-out that read
   /// its outputs on the GPU; on replayed_on_.
   std::optional<at::cuda::CUDAEvent> replayed_;
   std::optional<c10::cuda::CUDAStream> replayed_on_;
-  /// The caller's stream at its last hand-out: where the lent gradients'
-  /// holders use them.
-  std::optional<c10::cuda::CUDAStream> handed_out_on_;
-  std::thread::id handed_out_by_;  ///< the thread of its last hand-out
   bool counted_ = false;  ///< its bytes are in graph_counters
   /// Written once, under the pool's turn, before rebind_refused_ is set; never after.
   std::string rebind_refusal_;

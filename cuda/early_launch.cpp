@@ -270,7 +270,7 @@ backward_graph::launch_early(c10::cuda::CUDAStream stream, const backward_nodes&
   auto copies = read_live_holders({walked ? backward.nodes : reached, backward.table});
   if (!copies)
     return std::nullopt;
-  follow_pool(stream);
+  follow_pool(stream, c10::cuda::getCurrentCUDAStream(stream.device_index()));
   batched_copy(*copies, stream.stream());
   launch(stream);
   graph_cache::instance().counters.early_launches.fetch_add(1, std::memory_order_relaxed);

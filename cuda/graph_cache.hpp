@@ -29,7 +29,7 @@ inline uint64_t nanoseconds_between(std::chrono::steady_clock::time_point start,
 /// One shape of a structure: its graph, or none yet while it is captured.
 struct shape_slot {
   std::shared_ptr<backward_graph> graph;
-  uint64_t last_used = 0;  ///< structure_graphs::clock at its last replay
+  uint64_t last_used = 0;  ///< structure_graphs::clock at its last replay, or its capture
   bool probed = false;     ///< its probe key is learnt (Note [Shape probe])
 };
 
@@ -41,7 +41,7 @@ struct structure_graphs {
   /// Per shape, the inputs its graphs copy (capture_request::copied).
   std::unordered_map<uint64_t, std::vector<uint32_t>> copied_inputs;
   std::string plan_only;  ///< why this structure stays on plans; "" while it may get graphs
-  uint64_t clock = 0;     ///< ticks once per replay, for least-recently-used eviction
+  uint64_t clock = 0;     ///< ticks once per replay and capture, for least-recently-used eviction
   uint64_t last_shape = 0;  ///< the shape key of the last backward lifted here
   bool steady = false;      ///< the last two had one shape: worth a bet (Note [Early launch])
   /// Shapes by their probe's key (Note [Shape probe]); nullopt for a key

@@ -11,13 +11,15 @@
 // - A launch may overwrite the outputs of graphs captured after it: they
 //   may lie in its intermediates. Their gradients may be lent out (Note
 //   [Lent gradients]), so before any launch in the pool, the gradients of
-//   the graph that handed out last, whichever graph that is, are taken
-//   back. Only that graph's can still be held: every launch takes back the
-//   ones before it. Taking back swaps a storage's memory under its
-//   holders, who must not be reading it then: where the last hand-out was
-//   made on another thread and is still held, a hit leaves its backward to
-//   the plan instead (`graph_lent_elsewhere`). One thread per stream, the
-//   usual loop, never meets this.
+//   the pool's last hand-out, whichever graph made it, are taken back.
+//   Only those can still be held: every launch takes back the ones before
+//   it. The pool keeps them (`last_lent`) even where their graph was
+//   evicted meanwhile. Taking back swaps a storage's memory under its
+//   holders, who must not be reading it then, so it is done on a launching
+//   thread only: where the last hand-out was made on another thread and is
+//   still held, a hit leaves its backward to the plan instead
+//   (`graph_lent_elsewhere`). One thread per stream, the usual loop, never
+//   meets this.
 // - Two graphs of the pool must not run at once. A launch takes the pool's
 //   turn, and holds it until what reads its outputs is queued (the
 //   hand-out); the hit path never waits for the turn: a busy one leaves
@@ -39,6 +41,7 @@
 #include "cuda/graph_pool.hpp"
 
 #include "cuda/graph_cache.hpp"
+#include "cuda/lent_gradients.hpp"
 
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -60,6 +63,7 @@ graph_pool::graph_pool(c10::DeviceIndex device)
 }
 
 graph_pool::~graph_pool() {
+  last_lent.reset();  // its buffers back to the pool before the pool goes
   c10::cuda::CUDACachingAllocator::releasePool(device_, id_);
   graph_cache::instance().counters.bytes.fetch_sub(static_cast<int64_t>(counted_));
 }

@@ -13,6 +13,7 @@
 namespace gradd::cuda {
 
 class backward_graph;
+class lent_gradients;
 
 /// A private pool of the caching allocator that graphs are captured into
 /// one after another. It goes with the last graph that holds it.
@@ -60,9 +61,10 @@ public:
   // Read and written under a turn only.
   /// The graph launched last: the next launch comes after it on the GPU.
   std::weak_ptr<backward_graph> last_launched;
-  /// The graph whose gradients were handed out last: the only ones a
-  /// launch may have to take back first (Note [Lent gradients]).
-  std::weak_ptr<backward_graph> last_lender;
+  /// The gradients handed out last: the only ones a launch may have to
+  /// take back first (Note [Lent gradients]). Held past their graph's
+  /// eviction, till the next launch takes them back.
+  std::shared_ptr<lent_gradients> last_lent;
 
 private:
   explicit graph_pool(c10::DeviceIndex device);

@@ -67,7 +67,9 @@ void publish(const capture_request& r, std::shared_ptr<backward_graph> graph) {
     std::lock_guard lock(structure->mutex);
     auto& slot = structure->shapes[r.shape];
     slot.graph = std::move(graph);
-    slot.last_used = structure->clock;
+    // Its capture is its first use: at the clock of the last replay, it tied
+    // with that graph and could be the one evicted.
+    slot.last_used = ++structure->clock;
     evicted = structure->evict_beyond(r.max_graphs);
   }
   cache.counters.captures.fetch_add(1);

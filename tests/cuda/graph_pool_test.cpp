@@ -4,6 +4,7 @@
 
 #include "cuda/graph_loop.hpp"
 
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
@@ -174,4 +175,60 @@ TEST_CASE("gradients lent to another thread are not taken back under it", "[cuda
   require_bitwise_equal(stock[4], gradd::test::exact_copy(step(4)));
   CHECK(gradd::stats().graph_backwards == 3);
   CHECK(gradd::stats().graph_lent_elsewhere == 1);
+}
+
+TEST_CASE("a gradient held past its graph keeps its values and memory (Note [Lent gradients])",
+          "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  // A graph can go while a gradient it lent is held: evicted on the stream
+  // actor's thread, or dropped by reset(). Taking the gradient back there
+  // would swap its memory under the thread that holds it; it stays where it
+  // is, kept by its holder, and the pool's next launch takes it back.
+  rows_times_weight m(1 << 16);
+  auto step = [&](int64_t rows, int64_t seed) {
+    m.w.mutable_grad() = Tensor();
+    m.loss(rows, seed).backward();
+    return m.w.grad();
+  };
+  std::vector<Tensor> stock;
+  {
+    gradd::disable_guard off;
+    for (auto [rows, seed] : {std::pair{4, 1}, {4, 2}, {2, 3}, {2, 4}})
+      stock.push_back(gradd::test::exact_copy(step(rows, seed)));
+  }
+  auto graphs = policy(gradd::graph_shape_policy::static_shapes);
+  graphs.cuda_graphs.early_launch = false;  // a lost bet would launch, taking it back
+  graphs.cuda_graphs.max_graphs = 1;
+  gradd::reset();
+  gradd::enable_guard on{graphs};
+  step(4, 1);  // recorded
+  REQUIRE(gradd::wait_for_compiles());
+  auto held = step(4, 2);  // the graph's hand-out, kept
+  REQUIRE(gradd::stats().graph_backwards == 1);
+  const void* lent_at = held.const_data_ptr();
+
+  SECTION("evicted, it is taken back by the pool's next launch") {
+    step(2, 3);  // recorded; its graph evicts the first
+    REQUIRE(gradd::wait_for_compiles());
+    REQUIRE(gradd::stats().graph_evictions == 1);
+    CHECK(held.const_data_ptr() == lent_at);
+    CHECK(gradd::stats().graph_copy_on_writes == 0);
+    require_bitwise_equal(stock[1], gradd::test::exact_copy(held));
+
+    require_bitwise_equal(stock[3], gradd::test::exact_copy(step(2, 4)));
+    CHECK(gradd::stats().graph_backwards == 2);  // the newer graph stayed
+    CHECK(gradd::stats().graph_copy_on_writes == 1);
+    CHECK(held.const_data_ptr() != lent_at);
+    require_bitwise_equal(stock[1], gradd::test::exact_copy(held));
+  }
+  SECTION("dropped with every graph, its memory stays its own") {
+    gradd::reset();
+    CHECK(gradd::stats().graphs == 0);
+    c10::getDeviceAllocator(c10::kCUDA)->emptyCache();  // the dropped pool's free segments
+    auto filler = torch::full({64 << 20}, std::nan(""), torch::device(torch::kCUDA));
+    torch::cuda::synchronize();
+    CHECK(held.const_data_ptr() == lent_at);
+    require_bitwise_equal(stock[1], gradd::test::exact_copy(held));
+  }
 }
