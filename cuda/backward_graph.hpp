@@ -30,7 +30,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <typeinfo>
 #include <vector>
 

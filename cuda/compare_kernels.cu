@@ -60,8 +60,13 @@ __device__ double element(const void* values, size_t i, float_type type) {
   }
 }
 
-__global__ void measure_spans(span_table<measured_span> table, unsigned* nan_elsewhere,
-                              unsigned long long* apart) {
+/// What measure_spans finds in one span, zero where it found nothing.
+struct span_measure {
+  unsigned long long apart;  ///< the bits of the largest distance
+  unsigned nan_elsewhere;
+};
+
+__global__ void measure_spans(span_table<measured_span> table, span_measure* found) {
   const measured_span span = table.spans[blockIdx.y];
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -75,9 +80,9 @@ __global__ void measure_spans(span_table<measured_span> table, unsigned* nan_els
       most = fmax(most, fabs(x - y));
   }
   if (mismatch)
-    nan_elsewhere[blockIdx.y] = 1;
+    found[blockIdx.y].nan_elsewhere = 1;
   if (most > 0)
-    atomicMax(&apart[blockIdx.y], static_cast<unsigned long long>(__double_as_longlong(most)));
+    atomicMax(&found[blockIdx.y].apart, static_cast<unsigned long long>(__double_as_longlong(most)));
 }
 
 /// Device memory for `count` results of type T, zeroed on `stream`.
@@ -119,23 +124,20 @@ std::vector<bool> spans_differ_on_device(const std::vector<compared_span>& spans
 std::vector<span_distance> spans_apart_on_device(const std::vector<measured_span>& spans,
                                                  c10::Stream stream) {
   auto cuda_stream = c10::cuda::CUDAStream(stream).stream();
-  auto flags = zeroed<unsigned>(spans.size(), cuda_stream);
-  auto distances = zeroed<unsigned long long>(spans.size(), cuda_stream);
-  auto* nan_elsewhere = static_cast<unsigned*>(flags.get());
-  auto* apart = static_cast<unsigned long long*>(distances.get());
+  auto results = zeroed<span_measure>(spans.size(), cuda_stream);
+  auto* found = static_cast<span_measure*>(results.get());
   auto bytes_of = [](const measured_span& span) { return span.count * 4; };  // blocks as for floats
   launch_over_spans(spans, bytes_of,
                     [&](const span_table<measured_span>& table, dim3 grid, size_t begin) {
                       measure_spans<<<grid, span_threads_per_block, 0, cuda_stream>>>(
-                          table, nan_elsewhere + begin, apart + begin);
+                          table, found + begin);
                       C10_CUDA_KERNEL_LAUNCH_CHECK();
                     });
-  auto mismatches = read_back<unsigned>(flags, spans.size(), cuda_stream);
-  auto bits = read_back<unsigned long long>(distances, spans.size(), cuda_stream);
+  auto measures = read_back<span_measure>(results, spans.size(), cuda_stream);
   std::vector<span_distance> measured(spans.size());
   for (size_t s = 0; s < spans.size(); ++s) {
-    measured[s].nan_elsewhere = mismatches[s] != 0;
-    std::memcpy(&measured[s].apart, &bits[s], sizeof(double));
+    measured[s].nan_elsewhere = measures[s].nan_elsewhere != 0;
+    std::memcpy(&measured[s].apart, &measures[s].apart, sizeof(double));
   }
   return measured;
 }
