@@ -24,15 +24,17 @@ const char* const usage =
     "                   [--device {cpu,cuda}] [--mode {eager,gradd,both}] [--iters N]\n"
     "                   [--warmup W] [--config FILE] [--structures {fixed,sweep}]\n"
     "                   [--shapes {fixed,sweep}] [--dump-ir DIR] [--grad-ready-times]\n"
-    "                   [--trace FILE]\n"
+    "                   [--trace FILE] [--deterministic]\n"
     "A flag's value follows it (--iters 50) or an '=' (--iters=50); each flag once.\n"
     "Without --config the policy comes from $GRADD_CONFIG, or is the default one.\n";
 
-/// The flags that take a value; --grad-ready-times is the one that takes none.
+/// The flags that take a value.
 const std::vector<std::string> value_flags{"--model",   "--device", "--mode",
                                            "--iters",   "--warmup", "--config",
                                            "--structures", "--shapes", "--dump-ir",
                                            "--trace"};
+/// The flags that take none.
+const std::vector<std::string> switch_flags{"--grad-ready-times", "--deterministic"};
 
 [[noreturn]] void usage_error(const std::string& message) {
   std::cerr << "gradd-bench: " << message << "\n" << usage;
@@ -60,8 +62,8 @@ void require_choice(const std::string& flag, const std::string& value,
   usage_error(flag + " '" + value + "' is not one of: " + known);
 }
 
-/// Each flag given, with its value ("" for --grad-ready-times); exits on
-/// --help and on anything malformed.
+/// Each flag given, with its value ("" for a switch); exits on --help and
+/// on anything malformed.
 std::map<std::string, std::string> flags_of(int argc, char** argv) {
   std::map<std::string, std::string> given;
   for (int i = 1; i < argc; ++i) {
@@ -76,7 +78,8 @@ std::map<std::string, std::string> flags_of(int argc, char** argv) {
     auto flag = arg.substr(0, equals);
     bool takes_value =
         std::find(value_flags.begin(), value_flags.end(), flag) != value_flags.end();
-    if (!takes_value && flag != "--grad-ready-times")
+    if (!takes_value
+        && std::find(switch_flags.begin(), switch_flags.end(), flag) == switch_flags.end())
       usage_error("unknown option '" + flag + "'");
     if (given.count(flag) > 0)
       usage_error(flag + " given twice");
@@ -124,6 +127,7 @@ options parse(int argc, char** argv) {
   o.iters = positive_int("--iters", value("--iters", std::to_string(o.iters)), 1);
   o.warmup = positive_int("--warmup", value("--warmup", std::to_string(o.warmup)), 0);
   o.grad_ready_times = given.count("--grad-ready-times") > 0;
+  o.deterministic = given.count("--deterministic") > 0;
   o.trace = value("--trace", "");
   require_choice("--model", o.model, gradd::models::model_names());
   require_choice("--device", o.device, {"cpu", "cuda"});

@@ -20,6 +20,7 @@ struct options {
   std::string shapes = "fixed";
   gradd::settings policy;
   bool grad_ready_times = false;
+  bool deterministic = false;  ///< cuDNN's deterministic algorithms for the whole run
   std::string trace;  ///< --trace's file, or empty
 };
 

@@ -5,7 +5,7 @@
 //               --device {cpu,cuda} --mode {eager,gradd,both}
 //               --iters N --warmup W [--config FILE] [--structures {fixed,sweep}]
 //               [--shapes {fixed,sweep}] [--dump-ir DIR] [--grad-ready-times]
-//               [--trace FILE] [--help]
+//               [--trace FILE] [--deterministic] [--help]
 //
 // A flag takes its value as the next argument or after '=', and may be
 // given once; anything else is refused with the usage and exit code 2, as is
@@ -17,7 +17,11 @@
 // both see the same machine state, and reports gradd's median over the
 // stock engine's as `ratio`.
 // `max_rel_grad_diff` compares gradd's gradients with the stock engine's on
-// the same inputs: max |g - g_stock| / max |g_stock| over all parameters.
+// the same inputs: max |g - g_stock| / max |g_stock| over all parameters;
+// `stock_rel_grad_diff` the stock engine's second run with its first, which
+// cuDNN's convolution backward does not repeat bit for bit unless
+// `--deterministic` turns its deterministic algorithms on, for the whole
+// run (both engines, gradd's captures and the floor).
 // `--structures sweep` makes an MLP change depth every step (4 structures) and
 // adds `stall_ratio`: gradd's slowest backward over the stock engine's slowest,
 // warm-up included, since that is where new structures appear; `--shapes
@@ -300,6 +304,10 @@ std::optional<step_floor> floor_of_steps(gradd::models::model& model, int64_t fi
 
 /// Runs the benchmark `o` describes and prints its JSON line.
 int run(const options& o) {
+  if (o.deterministic) {
+    at::globalContext().setDeterministicCuDNN(true);
+    at::globalContext().setBenchmarkCuDNN(false);
+  }
   torch::Device device = o.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   bool structure_sweep = o.structures == "sweep";
   bool shape_sweep = o.shapes == "sweep";
@@ -393,11 +401,12 @@ int run(const options& o) {
   std::printf("{\"model\": \"%s\", \"device\": \"%s\", \"mode\": \"%s\", \"median_ms\": %.4f, "
               "\"p90_ms\": %.4f, \"first_ms\": %.4f, \"plan_backwards\": %llu, "
               "\"graph_backwards\": %llu, \"eager_backwards\": %llu, \"max_rel_grad_diff\": %.3g, "
-              "\"stock_rel_grad_diff\": %.3g",
+              "\"stock_rel_grad_diff\": %.3g, \"deterministic\": %s",
               o.model.c_str(), o.device.c_str(), o.mode.c_str(), s.median, s.p90, first_ms,
               static_cast<unsigned long long>(plan_backwards),
               static_cast<unsigned long long>(graph_backwards),
-              static_cast<unsigned long long>(eager_backwards), diff, stock_diff);
+              static_cast<unsigned long long>(eager_backwards), diff, stock_diff,
+              o.deterministic ? "true" : "false");
   std::printf(", \"returned_ms\": %.4f",
               summarize(run_gradd ? gradd_returns : eager_returns).median);
   if (graph_backwards)

@@ -37,6 +37,8 @@ TEST_CASE("gradd-bench refuses a bad command line with exit code 2 and says why"
       {{"--iters", "3", "--iters=4"}, "--iters given twice"},
       {{"--grad-ready-times", "--grad-ready-times"}, "--grad-ready-times given twice"},
       {{"--grad-ready-times=yes"}, "--grad-ready-times takes no value"},
+      {{"--deterministic=yes"}, "--deterministic takes no value"},
+      {{"--deterministic", "--deterministic"}, "--deterministic given twice"},
       {{"--model=resnet"}, "--model 'resnet' is not one of: "},
       {{"--config", policy, "--config", policy}, "--config given twice"},
   };
@@ -107,6 +109,19 @@ TEST_CASE("with --config, gradd-bench does not read GRADD_CONFIG", "[bench][cli]
                         "{\"model\": \"mlp\", \"device\": \"cpu\", \"mode\": \"gradd\""));
   // sync mode: the plan serves every timed backward
   CHECK_THAT(r.out, Catch::Contains("\"plan_backwards\": 2"));
+}
+
+TEST_CASE("gradd-bench --deterministic says so in its line", "[bench][cli]") {
+  std::vector<std::string> args{"--model=mlp", "--mode", "both", "--iters=2", "--warmup=0"};
+  auto plain = run_bench(args);
+  args.push_back("--deterministic");
+  auto deterministic = run_bench(args);
+  INFO(plain.err << deterministic.err);
+  CHECK(plain.exited(0));
+  CHECK(deterministic.exited(0));
+  CHECK_THAT(plain.out, Catch::Contains("\"deterministic\": false"));
+  CHECK_THAT(deterministic.out, Catch::Contains("\"deterministic\": true"));
+  CHECK_THAT(deterministic.out, Catch::Contains("\"max_rel_grad_diff\": 0,"));
 }
 
 TEST_CASE("gradd-bench --trace writes a kernel trace, and says so where it cannot", "[bench][cli]") {
