@@ -6,7 +6,8 @@
 // for a larger batch, and cuDNN's next launch of it failed, on the stream
 // actor's thread and on the stock engine's: 4 processes of 6 ended so on
 // the H200 (docs/design.md, Known gaps). Three processes, each a new lot of
-// first launches.
+// first launches. And the sweep's gradients, on cuDNN's deterministic
+// algorithms, against the stock engine's.
 
 #include "bench/run_bench.hpp"
 #include "config/policy_files.hpp"
@@ -41,4 +42,23 @@ TEST_CASE("a convnet's shape sweep under cuda_graphs auto runs to its end, kerne
     CHECK_THAT(r.err, !Catch::Contains("capture failed"));
     CHECK(json_integer(r.out, "graph_backwards") > 0);
   }
+}
+
+TEST_CASE("a convnet's shape sweep on cuDNN's deterministic algorithms gives the stock gradients "
+          "bitwise",
+          "[cuda][graphs]") {
+  if (!gradd::test::have_cuda())
+    return;
+  // cuDNN's convolution backward differs from itself run to run unless its
+  // deterministic algorithms are on (stock_rel_grad_diff), and gradd's
+  // graphs with it; on them, both engines must agree bit for bit.
+  auto policy = gradd::test::policy_file("cuda_graphs:\n  enabled: true\n  mode: auto\n");
+  auto r = gradd::test::run_bench({"--model", "convnet", "--device", "cuda", "--mode", "both",
+                                   "--shapes", "sweep", "--config", policy, "--iters", "40",
+                                   "--warmup", "10", "--deterministic"});
+  INFO(r.err);
+  REQUIRE(r.exited(0));
+  CHECK(json_integer(r.out, "graph_backwards") > 0);
+  CHECK_THAT(r.out, Catch::Contains("\"stock_rel_grad_diff\": 0,"));
+  CHECK_THAT(r.out, Catch::Contains("\"max_rel_grad_diff\": 0,"));
 }
