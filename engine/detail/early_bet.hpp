@@ -18,7 +18,7 @@
 // graph again: nothing is walked twice, and every backward of a C++
 // process, on the CPU too, takes that path. On the H200 the graph's launch
 // came 20 µs (mlp) and 104 µs (resnet18) closer to the call of backward()
-// (README, Benchmarks). Only where gradd's engine is the default one (C++
+// (docs/benchmarks.md). Only where gradd's engine is the default one (C++
 // processes); in a Python process PyTorch's engine stays, and the hook
 // walks and bets itself (walking there from the gradd package's gate was
 // slower: docs/design.md, Bets before the engine). The hook adopts a walk
