@@ -90,7 +90,7 @@ struct statistics {
   uint64_t graph_captures = 0;   ///< graphs captured
   uint64_t graph_capture_failures = 0;  ///< captures that failed (the structure stays on plans)
   uint64_t graph_evictions = 0;  ///< graphs evicted beyond cuda_graphs.max_graphs
-  uint64_t graph_copy_on_writes = 0;  ///< lent gradients copied before a replay (still held)
+  uint64_t graph_copy_on_writes = 0;  ///< lent gradients, still held, copied away before a launch in their pool
   uint64_t graph_lent_elsewhere = 0;  ///< graph hits left to plans: the pool's last gradients, lent on another thread, still held
   /// CPU time of the pieces of the graph-served backwards, summed: the
   /// walk, the plan lookup and the graph path's checks (the hook's, and
