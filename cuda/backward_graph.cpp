@@ -198,6 +198,7 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
     out.buffer = std::move(gradient);
     g->leaves_.push_back(std::move(out));
   }
+  g->lent_->record_use_on(request.stream);  // before the twin's capture
   g->results_ = std::move(outputs.results);
   // The twin of Note [Bound inputs], in a pool of its own that goes with it.
   g->bind_inputs(

@@ -15,6 +15,7 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace gradd::cuda {
@@ -41,6 +42,9 @@ struct structure_graphs {
   /// Per shape, the inputs its graphs copy (capture_request::copied).
   std::unordered_map<uint64_t, std::vector<uint32_t>> copied_inputs;
   std::string plan_only;  ///< why this structure stays on plans; "" while it may get graphs
+  /// Shapes whose capture ran out of device memory: they stay on plans,
+  /// the structure's other shapes keep their graphs.
+  std::unordered_set<uint64_t> out_of_memory;
   uint64_t clock = 0;     ///< ticks once per replay and capture, for least-recently-used eviction
   uint64_t last_shape = 0;  ///< the shape key of the last backward lifted here
   bool steady = false;      ///< the last two had one shape: worth a bet (Note [Early launch])
@@ -73,7 +77,7 @@ struct structure_graphs {
 struct graph_counters {
   std::atomic<uint64_t> graph_backwards{0};   ///< backwards a graph served
   std::atomic<uint64_t> captures{0};          ///< graphs captured
-  std::atomic<uint64_t> capture_failures{0};  ///< captures that failed (structure then plan-only)
+  std::atomic<uint64_t> capture_failures{0};  ///< captures that failed (structure, or shape out of memory, then plan-only)
   std::atomic<uint64_t> evictions{0};
   std::atomic<uint64_t> copy_on_writes{0};    ///< lent gradients copied away (Note [Lent gradients])
   std::atomic<uint64_t> lent_elsewhere{0};    ///< hits left to plans: gradients lent to another thread held

@@ -57,7 +57,8 @@ std::optional<std::vector<uint32_t>> claim_capture(structure_graphs& s, uint64_t
   // again meanwhile: seen on the H200 as the next backward finding them
   // gone. Such a shape is captured from a backward that frees them.
   const auto& policy = c.config.cuda_graphs;
-  if (!s.plan_only.empty() || c.task.keep_graph_ || !wants_capture(s, shape, policy))
+  if (!s.plan_only.empty() || c.task.keep_graph_ || s.out_of_memory.count(shape)
+      || !wants_capture(s, shape, policy))
     return std::nullopt;
   if (graph_cache::instance().counters.bytes.load() >= int64_t{policy.memory_limit_mb} << 20)
     return std::nullopt;

@@ -24,6 +24,16 @@
 // its gradients are held (evicted on the stream actor's thread, dropped by
 // reset()) leaves them where they are, the pool keeping them till its next
 // launch and their holders keeping their memory after that.
+// The allocator knows a buffer's capture stream only, so each buffer is
+// recorded as used on the streams its gradients are handed out on: when
+// its memory goes back to the pool (graph and holders gone), the reads
+// its holders queued there come before its next user. The backward's own
+// stream is recorded at capture, on the stream actor's thread between its
+// captures: a use recorded while any thread of the process captures on
+// the device is also filed as the capture's, and dropped again where the
+// buffer is freed during a capture (PyTorch's allocator assumes such a use
+// ended with the capture), which a hand-out on the training thread during
+// a sweep's background capture would meet.
 
 #include "cuda/lent_gradients.hpp"
 
@@ -59,6 +69,8 @@ size_t lent_gradients::lend(const at::Tensor& buffer) {
   if (same != storages_.end())
     return static_cast<size_t>(same - storages_.begin());
   storages_.push_back({buffer, lent_storage_of(buffer)});
+  for (auto stream : recorded_on_)
+    c10::cuda::CUDACachingAllocator::recordStream(buffer.storage().data_ptr(), stream);
   return storages_.size() - 1;
 }
 
@@ -69,13 +81,16 @@ at::Tensor lent_gradients::tensor(size_t index, const at::Tensor& like) const {
   return at::Tensor(std::move(impl));
 }
 
+void lent_gradients::record_use_on(c10::cuda::CUDAStream stream) {
+  if (std::find(recorded_on_.begin(), recorded_on_.end(), stream) != recorded_on_.end())
+    return;
+  for (const auto& s : storages_)
+    c10::cuda::CUDACachingAllocator::recordStream(s.buffer.storage().data_ptr(), stream);
+  recorded_on_.push_back(stream);
+}
+
 void lent_gradients::hand_out_on(c10::cuda::CUDAStream stream) {
-  // The allocator knows a buffer's capture stream only. When the buffer's
-  // memory goes back to the pool (its graph and holders gone), the reads
-  // its holders queued on `stream` must come before its next user.
-  if (handed_out_on_ != stream)
-    for (const auto& s : storages_)
-      c10::cuda::CUDACachingAllocator::recordStream(s.buffer.storage().data_ptr(), stream);
+  record_use_on(stream);
   handed_out_on_ = stream;
   handed_out_by_ = std::this_thread::get_id();
 }

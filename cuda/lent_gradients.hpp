@@ -28,6 +28,18 @@ public:
   /// hand-out gives.
   at::Tensor tensor(size_t index, const at::Tensor& like) const;
 
+  /// Tells the caching allocator that the lent buffers are used on
+  /// `stream`, once per stream: when a buffer's memory goes back to the
+  /// pool, the reads queued there come first. Made at capture for the
+  /// backward's stream, while the device has no capture underway (Note
+  /// [Lent gradients]); a hand-out on another stream makes it there.
+  void record_use_on(c10::cuda::CUDAStream stream);
+
+  /// The streams record_use_on told the allocator of.
+  const std::vector<c10::cuda::CUDAStream>& recorded_on() const noexcept {
+    return recorded_on_;
+  }
+
   /// Notes a hand-out by the calling thread whose holders use the
   /// gradients on `stream`.
   void hand_out_on(c10::cuda::CUDAStream stream);
@@ -52,6 +64,7 @@ private:
     c10::intrusive_ptr<c10::StorageImpl> lent;
   };
   std::vector<storage> storages_;
+  std::vector<c10::cuda::CUDAStream> recorded_on_;
   std::optional<c10::cuda::CUDAStream> handed_out_on_;
   std::thread::id handed_out_by_;
 };

@@ -92,6 +92,23 @@ void fail(const capture_request& r, const std::string& why) {
       structure_name(r) + " stays on plans: its CUDA graph capture failed: " + why);
 }
 
+/// A capture that ran out of device memory: its shape stays on plans, said
+/// once, and the structure's other shapes keep their graphs. Memory is a
+/// matter of the moment and of the shape (a larger batch), not of the
+/// structure, as a host sync or an op a graph cannot hold is.
+void fail_for_memory(const capture_request& r, const std::string& why) {
+  auto& structure = r.graphs;
+  {
+    std::lock_guard lock(structure->mutex);
+    structure->shapes.erase(r.shape);
+    structure->out_of_memory.insert(r.shape);
+  }
+  graph_cache::instance().counters.capture_failures.fetch_add(1);
+  log(r.level, log_level::warning,
+      structure_name(r) + ": a shape stays on plans, its CUDA graph capture ran out of memory: "
+          + why);
+}
+
 /// Drops the pending slot of a capture that will not run.
 void drop(const capture_request& r) {
   auto& structure = r.graphs;
@@ -148,6 +165,8 @@ stream_actor::behavior_type stream_stage(stream_actor::stateful_pointer<stream_s
         try {
           publish(r, backward_graph::capture(r, self->state.side_stream(),
                                              self->state.shared_pool()));
+        } catch (const c10::OutOfMemoryError& e) {
+          fail_for_memory(r, e.what_without_backtrace());
         } catch (const c10::Error& e) {
           fail(r, e.what_without_backtrace());
         } catch (const std::exception& e) {

@@ -88,7 +88,7 @@ struct statistics {
   uint64_t graph_hits_before_engine = 0;  ///< graph backwards served before libtorch's engine saw them
   uint64_t graph_bets_before_walk = 0;    ///< of graph_bets_before_engine, launched before gradd's walk
   uint64_t graph_captures = 0;   ///< graphs captured
-  uint64_t graph_capture_failures = 0;  ///< captures that failed (the structure stays on plans)
+  uint64_t graph_capture_failures = 0;  ///< captures that failed: the structure stays on plans, or only the shape where the device ran out of memory
   uint64_t graph_evictions = 0;  ///< graphs evicted beyond cuda_graphs.max_graphs
   uint64_t graph_copy_on_writes = 0;  ///< lent gradients, still held, copied away before a launch in their pool
   uint64_t graph_lent_elsewhere = 0;  ///< graph hits left to plans: the pool's last gradients, lent on another thread, still held
