@@ -286,7 +286,7 @@ private:
     std::optional<std::vector<uint32_t>> path;
     const std::type_info* type = nullptr;
   };
-  std::vector<live_holder> holders_;
+  std::vector<live_holder> holders_;  ///< by node, each node's in input order
   /// Per input, where the last early launch copied it in from; null for
   /// inputs it did not copy.
   std::vector<const void*> copied_early_from_;

@@ -169,6 +169,10 @@ bool backward_graph::find_live_holders(const engine::functional::recording& reco
     if (std::find(nodes.begin(), nodes.end(), *holder) == nodes.end())
       nodes.push_back(*holder);
   }
+  // By node, so that a node holding several inputs is lifted once
+  // (read_live_holders): resnet18's sweep lifted 12 holders of 5 nodes.
+  std::stable_sort(holders_.begin(), holders_.end(),
+                   [](const live_holder& a, const live_holder& b) { return a.node < b.node; });
   return nodes.size() <= max_live_holders;
 }
 
@@ -220,8 +224,13 @@ std::optional<std::vector<copy_span>>
 backward_graph::read_live_holders(const backward_nodes& backward) {
   std::vector<std::pair<uint32_t, const void*>> pointed;  // integer inputs, read live
   std::vector<copy_span> copies;
+  std::optional<lifted_alone> lifted;
+  uint32_t lifted_node = 0;
   for (const auto& holder : holders_) {
-    auto lifted = lift_alone(backward, holder.node);
+    if (!lifted || holder.node != lifted_node) {  // holders_ go by node: each lifted once
+      lifted = lift_alone(backward, holder.node);
+      lifted_node = holder.node;
+    }
     if (!lifted || lifted->key != holder.key || *holder.ordinal >= lifted->tensors.size())
       return std::nullopt;  // that node has another shape: its inputs may not fit the graph
     const auto& tensor = lifted->tensors[*holder.ordinal];
