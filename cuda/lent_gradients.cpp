@@ -68,9 +68,8 @@ size_t lent_gradients::lend(const at::Tensor& buffer) {
                            [&](const storage& s) { return s.buffer.storage().data() == memory; });
   if (same != storages_.end())
     return static_cast<size_t>(same - storages_.begin());
+  TORCH_INTERNAL_ASSERT(recorded_on_.empty(), "lent after a stream was recorded");
   storages_.push_back({buffer, lent_storage_of(buffer)});
-  for (auto stream : recorded_on_)
-    c10::cuda::CUDACachingAllocator::recordStream(buffer.storage().data_ptr(), stream);
   return storages_.size() - 1;
 }
 

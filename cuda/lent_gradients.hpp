@@ -21,7 +21,8 @@ namespace gradd::cuda {
 /// pool's turn only, but for lend() at capture.
 class lent_gradients {
 public:
-  /// Lends `buffer`'s storage, once per storage; returns its index.
+  /// Lends `buffer`'s storage, once per storage; returns its index. At
+  /// capture, before any record_use_on.
   size_t lend(const at::Tensor& buffer);
 
   /// A tensor on lent storage `index` with `like`'s geometry: what a

@@ -54,7 +54,7 @@ TEST_CASE("a lent buffer goes back to the pool after the reads queued on its rec
   CHECK_FALSE(reused_under_queued_read(true));
 }
 
-TEST_CASE("lent buffers are recorded once per stream, those lent later too", "[cuda][graphs]") {
+TEST_CASE("lent buffers are recorded once per stream", "[cuda][graphs]") {
   if (!have_cuda())
     return;
   auto capture_stream = c10::cuda::getStreamFromPool();
