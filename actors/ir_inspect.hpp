@@ -40,7 +40,7 @@ typename Inspector::result_type inspect(Inspector& f, node_info& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, op& x) {
   return f(caf::meta::type_name("gradd.op"), x.kind, x.target, x.node, x.index, x.args,
-           x.results, x.meta, x.id);
+           x.results, x.meta, x.id, x.input, x.custom_function);
 }
 
 template <class Inspector>

@@ -25,10 +25,10 @@ bool use_def::has_users(const graph& g, size_t position) const {
   return false;
 }
 
-std::vector<uint32_t> ids_of(const graph& g, op_kind kind, const std::string& target) {
+std::vector<uint32_t> ids_of(const graph& g, op_kind kind) {
   std::vector<uint32_t> ids;
   for (const auto& o : g.ops)
-    if (o.kind == kind && (target.empty() || o.target == target))
+    if (o.kind == kind)
       ids.push_back(o.id);
   return ids;
 }

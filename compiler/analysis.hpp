@@ -44,8 +44,8 @@ private:
   std::optional<use_def> uses_;
 };
 
-/// Ids of the ops of `kind` (and `target`, if not empty), in program order.
-std::vector<uint32_t> ids_of(const graph& g, op_kind kind, const std::string& target = "");
+/// Ids of the ops of `kind`, in program order.
+std::vector<uint32_t> ids_of(const graph& g, op_kind kind);
 
 /// Position of the last op defining one of the op's args (a use), or -1.
 int64_t last_def(const use_def& uses, const op& o);

@@ -20,9 +20,8 @@ const char* color_of(op_kind kind) {
     case op_kind::call_node:
     case op_kind::apply_functional: return "lightblue";
     case op_kind::accumulate_grad: return "palegreen";
-    case op_kind::call_hook: return "khaki";
     case op_kind::accumulate: return "lightsalmon";
-    default: return "white";
+    default: return is_hook(kind) ? "khaki" : "white";
   }
 }
 
@@ -35,7 +34,9 @@ std::string to_dot(const graph& g) {
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const auto& o = g.ops[i];
     out << "  op" << i << " [label=\"" << to_string(o.kind);
-    if (!o.target.empty())
+    if (o.kind == op_kind::graph_input)
+      out << "\\n" << to_string(o.input);
+    else if (!o.target.empty())
       out << "\\n" << short_name(o.target);
     if (o.node != no_node)
       out << "\\nnode " << o.node;

@@ -1,7 +1,8 @@
 // Text form and verifier of gradd's IR.
 //
-// The text form prints one op per line as `%r0, %r1 = kind[target](%a0, %a1)`,
-// followed by the node it belongs to and, for call_node, the input metadata.
+// The text form prints one op per line as `%r0, %r1 = kind[target](%a0, %a1)`
+// (a graph_input's kind in place of the target), followed by the node it
+// belongs to and, for call_node, the input metadata.
 // The verifier walks the ops once, marking values as defined; a use before
 // its definition, a second definition or a missing operand makes the graph
 // broken.
@@ -20,13 +21,26 @@ const char* to_string(op_kind kind) noexcept {
     case op_kind::validate_outputs: return "validate_outputs";
     case op_kind::accumulate: return "accumulate";
     case op_kind::accumulate_grad: return "accumulate_grad";
-    case op_kind::call_hook: return "call_hook";
+    case op_kind::tensor_pre_hook: return "tensor_pre_hook";
+    case op_kind::pre_hook: return "pre_hook";
+    case op_kind::post_hook: return "post_hook";
+    case op_kind::post_acc_grad_hook: return "post_acc_grad_hook";
     case op_kind::copy_slices_prologue: return "copy_slices_prologue";
     case op_kind::copy_slices_epilogue: return "copy_slices_epilogue";
     case op_kind::apply_functional: return "apply_functional";
     case op_kind::unpack: return "unpack";
     case op_kind::final_callbacks: return "final_callbacks";
     case op_kind::output: return "output";
+  }
+  return "?";
+}
+
+const char* to_string(input_kind kind) noexcept {
+  switch (kind) {
+    case input_kind::tensor: return "tensor";
+    case input_kind::size: return "size";
+    case input_kind::scalar: return "scalar";
+    case input_kind::packed: return "packed";
   }
   return "?";
 }
@@ -55,6 +69,15 @@ void print_meta(std::ostream& out, const tensor_meta& meta) {
   out << "]@" << meta.device;
 }
 
+/// Writes `kind[what]`: the input kind, node type or functional.
+void print_kind(std::ostream& out, const op& o) {
+  out << to_string(o.kind);
+  if (o.kind == op_kind::graph_input)
+    out << '[' << to_string(o.input) << ']';
+  else if (!o.target.empty())
+    out << '[' << o.target << ']';
+}
+
 /// Number of args and results an op kind requires, -1 where any count goes.
 struct arity {
   int args;
@@ -66,6 +89,7 @@ arity arity_of(op_kind kind) {
     case op_kind::graph_input: return {0, 1};
     case op_kind::accumulate: return {2, 1};
     case op_kind::accumulate_grad: return {1, 0};
+    case op_kind::post_acc_grad_hook: return {0, 0};
     case op_kind::final_callbacks: return {0, 0};
     case op_kind::output: return {-1, 0};
     default: return {-1, -1};
@@ -84,12 +108,12 @@ std::ostream& operator<<(std::ostream& out, const graph& g) {
       print_values(out, o.results);
       out << " = ";
     }
-    out << to_string(o.kind);
-    if (!o.target.empty())
-      out << '[' << o.target << ']';
+    print_kind(out, o);
     out << '(';
     print_values(out, o.args);
     out << ')';
+    if (o.custom_function)
+      out << " custom";
     if (o.index >= 0)
       out << " #" << o.index;
     if (o.node != no_node) {
@@ -128,9 +152,8 @@ bool verify(const graph& g, std::ostream* why) {
   auto fail = [&](size_t op_index, const std::string& what) {
     if (why) {
       const auto& o = g.ops[op_index];
-      *why << "op " << op_index << " (" << to_string(o.kind);
-      if (!o.target.empty())
-        *why << '[' << o.target << ']';
+      *why << "op " << op_index << " (";
+      print_kind(*why, o);
       *why << "): " << what;
     }
     return true;
@@ -160,7 +183,7 @@ bool verify(const graph& g, std::ostream* why) {
       if (!defined[v])
         return fail(i, "uses %" + std::to_string(v) + " before its definition");
     }
-    if (o.kind == op_kind::call_hook && o.node == no_node)
+    if (is_hook(o.kind) && o.node == no_node)
       return fail(i, "a hook call must name its node");
     if (o.kind == op_kind::accumulate && o.args[0] != no_value && o.args[1] != no_value
         && def[o.args[1]] < newest_term[o.args[0]])

@@ -31,7 +31,10 @@ enum class op_kind : uint8_t {
   validate_outputs,     ///< the stock engine's output check (shape, dtype, device)
   accumulate,           ///< gradient sum: results[0] = args[0] + args[1]
   accumulate_grad,      ///< into `.grad` of the leaf of node `node`
-  call_hook,            ///< `target` names the hook kind
+  tensor_pre_hook,      ///< the node's tensor pre-hooks and retain_grad hooks on its inputs
+  pre_hook,             ///< the node's pre-hooks on its inputs
+  post_hook,            ///< the node's post hooks; args: `index` outputs, then the inputs
+  post_acc_grad_hook,   ///< the leaf's post-accumulate-grad hooks (AccumulateGrad only)
   copy_slices_prologue, ///< CopySlices, before its inner function
   copy_slices_epilogue, ///< CopySlices, after its inner function
   apply_functional,     ///< a functional backward, `target` its name
@@ -42,6 +45,23 @@ enum class op_kind : uint8_t {
 
 /// Returns the op kind's name as the text form writes it.
 const char* to_string(op_kind kind) noexcept;
+
+/// Whether ops of `kind` call hooks of the node they name.
+constexpr bool is_hook(op_kind kind) noexcept {
+  return kind == op_kind::tensor_pre_hook || kind == op_kind::pre_hook
+         || kind == op_kind::post_hook || kind == op_kind::post_acc_grad_hook;
+}
+
+/// What a graph_input holds, after the seed's placeholders.
+enum class input_kind : uint8_t {
+  tensor,  ///< a lifted tensor
+  size,    ///< a lifted size
+  scalar,  ///< a lifted scalar
+  packed,  ///< a saved variable packed by a pack hook, for an unpack op
+};
+
+/// Returns the input kind's name as the text form writes it.
+const char* to_string(input_kind kind) noexcept;
 
 /// Shape, dtype and device of a tensor, where known at capture.
 struct tensor_meta {
@@ -95,13 +115,15 @@ struct node_info {
 /// One step of the program.
 struct op {
   op_kind kind = op_kind::call_node;
-  std::string target;              ///< node type, functional or hook kind
+  std::string target;              ///< call_node: node type; apply_functional: its name
   uint32_t node = no_node;         ///< the autograd node it belongs to
   int64_t index = -1;              ///< input/output index, where the kind has one
   std::vector<value_id> args;
   std::vector<value_id> results;
   tensor_meta meta{{}, {}, {}, false};  ///< graph_input: the lifted value, where known
   uint32_t id = 0;                  ///< stable name that survives passes moving ops (number_ops)
+  input_kind input = input_kind::tensor;  ///< graph_input: what it holds; `index` its position
+  bool custom_function = false;     ///< apply_functional: a custom autograd function's (user code)
   friend bool operator==(const op&, const op&) = default;
 };
 

@@ -23,10 +23,10 @@ std::vector<value_id> fresh_values(graph& g, size_t count) {
   return values;
 }
 
-/// Emits `call_hook[kind]` over `values` and returns its results.
-std::vector<value_id> emit_hook(graph& g, uint32_t node, const char* kind,
+/// Emits a hook op of `kind` over `values` and returns its results.
+std::vector<value_id> emit_hook(graph& g, uint32_t node, op_kind kind,
                                 std::vector<value_id> values) {
-  op hook{op_kind::call_hook, kind, node, -1, std::move(values), {}};
+  op hook{kind, "", node, -1, std::move(values), {}};
   hook.results = fresh_values(g, hook.args.size());
   auto results = hook.results;
   g.ops.push_back(std::move(hook));
@@ -52,7 +52,7 @@ void lower_to_node_ops(graph& g) {
     // and one that only captures after them (engine.cpp, evaluate_function).
     if (!n.needed) {
       if (tensor_hooks)
-        inputs = emit_hook(g, id, "tensor_pre_hook", std::move(inputs));
+        inputs = emit_hook(g, id, op_kind::tensor_pre_hook, std::move(inputs));
       for (const auto& c : n.captures)
         outputs[c.output_index] = inputs[c.input_nr];
       continue;
@@ -60,17 +60,17 @@ void lower_to_node_ops(graph& g) {
     for (const auto& c : n.captures)
       outputs[c.output_index] = inputs[c.input_nr];
     if (tensor_hooks)
-      inputs = emit_hook(g, id, "tensor_pre_hook", std::move(inputs));
+      inputs = emit_hook(g, id, op_kind::tensor_pre_hook, std::move(inputs));
     if (n.hooks.pre > 0)
-      inputs = emit_hook(g, id, "pre_hook", std::move(inputs));
+      inputs = emit_hook(g, id, op_kind::pre_hook, std::move(inputs));
     if (n.is_accumulate_grad) {
       // AccumulateGrad calls its post-accumulate-grad hook itself, before the
       // engine's post hooks (which see no outputs).
       g.ops.push_back({op_kind::accumulate_grad, "", id, -1, inputs, {}});
       if (n.hooks.post_acc_grad > 0)
-        g.ops.push_back({op_kind::call_hook, "post_acc_grad_hook", id, -1, {}, {}});
+        g.ops.push_back({op_kind::post_acc_grad_hook, "", id, -1, {}, {}});
       if (n.hooks.post > 0)
-        g.ops.push_back({op_kind::call_hook, "post_hook", id, 0, inputs, {}});
+        g.ops.push_back({op_kind::post_hook, "", id, 0, inputs, {}});
       continue;
     }
     op call{op_kind::call_node, n.type_name, id, -1, inputs, {}};
@@ -84,7 +84,7 @@ void lower_to_node_ops(graph& g) {
       g.ops.push_back(std::move(validate));
     }
     if (n.hooks.post > 0) {
-      op post{op_kind::call_hook, "post_hook", id, static_cast<int64_t>(results.size()),
+      op post{op_kind::post_hook, "", id, static_cast<int64_t>(results.size()),
               results, {}};  // index: how many args are outputs
       post.args.insert(post.args.end(), inputs.begin(), inputs.end());
       post.results = fresh_values(g, results.size());

@@ -32,8 +32,7 @@ plan build_plan(const graph& g) {
     p.steps.push_back({node, g.nodes[node].needed, 0, 0, 0, 0});
   };
   for (const auto& o : g.ops)
-    if (o.kind == op_kind::call_node || o.kind == op_kind::accumulate_grad
-        || o.kind == op_kind::call_hook)
+    if (o.kind == op_kind::call_node || o.kind == op_kind::accumulate_grad || is_hook(o.kind))
       schedule(o.node);
   // Capture-only nodes without hooks have no op of their own.
   for (uint32_t i = 0; i < g.nodes.size(); ++i)

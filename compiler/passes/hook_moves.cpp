@@ -11,7 +11,7 @@ bool move_after_input_pass::run(graph& g, analysis_manager& analyses) {
   if (is_node_level(g))
     return false;
   size_t moved = 0;
-  for (auto id : ids_of(g, ops_.kind, ops_.target)) {
+  for (auto id : ids_of(g, kind_)) {
     auto pos = static_cast<size_t>(position_of(g, id));
     auto def = last_def(analyses.uses(), g.ops[pos]);
     if (def < 0 || g.ops[static_cast<size_t>(def)].kind == op_kind::graph_input
@@ -30,7 +30,7 @@ bool move_before_user_pass::run(graph& g, analysis_manager& analyses) {
   if (is_node_level(g))
     return false;
   size_t moved = 0;
-  auto ids = ids_of(g, ops_.kind, ops_.target);
+  auto ids = ids_of(g, kind_);
   if (reverse_)
     std::reverse(ids.begin(), ids.end());
   for (auto id : ids) {

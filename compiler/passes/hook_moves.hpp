@@ -17,36 +17,30 @@
 
 namespace gradd::compiler::passes {
 
-/// Which ops a move pass moves.
-struct op_selector {
-  op_kind kind;
-  const char* target;  ///< "" for any
-};
-
-/// Moves each selected op right after the definition of its last input.
+/// Moves each op of its kind right after the definition of its last input.
 class move_after_input_pass final : public pass {
 public:
-  move_after_input_pass(const char* name, op_selector ops) : name_(name), ops_(ops) {}
+  move_after_input_pass(const char* name, op_kind kind) : name_(name), kind_(kind) {}
   const char* name() const noexcept override { return name_; }
   bool run(graph& g, analysis_manager& analyses) override;
 
 private:
   const char* name_;
-  op_selector ops_;
+  op_kind kind_;
 };
 
-/// Moves each selected op right before the first user of its results,
+/// Moves each op of its kind right before the first user of its results,
 /// visiting them last to first when `reverse`.
 class move_before_user_pass final : public pass {
 public:
-  move_before_user_pass(const char* name, op_selector ops, bool reverse)
-      : name_(name), ops_(ops), reverse_(reverse) {}
+  move_before_user_pass(const char* name, op_kind kind, bool reverse)
+      : name_(name), kind_(kind), reverse_(reverse) {}
   const char* name() const noexcept override { return name_; }
   bool run(graph& g, analysis_manager& analyses) override;
 
 private:
   const char* name_;
-  op_selector ops_;
+  op_kind kind_;
   bool reverse_;
 };
 

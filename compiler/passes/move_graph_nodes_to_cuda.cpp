@@ -1,9 +1,11 @@
 // move_graph_nodes_to_cuda: in a graph with CUDA inputs, a 0-dim CPU input
 // used only by built-in ops moves to CUDA, so a CUDA graph of the backward
 // needs no host value (the seed's pass of this name). An input that reaches
-// a custom function stays where it is: user code may expect it on the CPU.
-// The move is recorded in the input's metadata; the runtime that lifts
-// inputs reads it. Graphs without CUDA inputs are left alone.
+// a custom function (bound as one: `op::custom_function`) or a whole node
+// call stays where it is: user code may expect it on the CPU. Graphs without
+// CUDA inputs are left alone. The move is recorded in the input's metadata
+// only: CUDA graphs refuse CPU saved tensors before the passes run, so no
+// runtime reads it yet (docs/design.md, CUDA graphs, Not done).
 
 #include "compiler/passes/registry.hpp"
 
@@ -11,18 +13,11 @@ namespace gradd::compiler::passes {
 
 namespace {
 
-bool is_custom_function(const op& o) {
-  return o.target.find("CppNode") != std::string::npos
-         || o.target.find("PyNode") != std::string::npos;
-}
-
 bool only_builtin_users(const graph& g, const use_def& uses, const op& input) {
   for (auto v : input.results)
     for (auto user : uses.users[v]) {
       const auto& u = g.ops[user];
-      bool builtin = (u.kind == op_kind::apply_functional || u.kind == op_kind::call_node)
-                     && !is_custom_function(u);
-      if (!builtin)
+      if (u.kind != op_kind::apply_functional || u.custom_function)
         return false;
     }
   return true;

@@ -14,14 +14,12 @@ namespace gradd::compiler {
 
 namespace {
 
-using passes::op_selector;
-
-std::unique_ptr<pass> asap(const char* name, op_selector ops) {
-  return std::make_unique<passes::move_after_input_pass>(name, ops);
+std::unique_ptr<pass> asap(const char* name, op_kind kind) {
+  return std::make_unique<passes::move_after_input_pass>(name, kind);
 }
 
-std::unique_ptr<pass> alap(const char* name, op_selector ops, bool reverse) {
-  return std::make_unique<passes::move_before_user_pass>(name, ops, reverse);
+std::unique_ptr<pass> alap(const char* name, op_kind kind, bool reverse) {
+  return std::make_unique<passes::move_before_user_pass>(name, kind, reverse);
 }
 
 /// Passes registered by the program: a deque, so that a reference
@@ -49,26 +47,21 @@ const std::vector<pass_info>& pass_table() {
   // Never destroyed: a compile may still run while the process exits.
   static const auto& table = *new std::vector<pass_info>{
       {"delay_unpack_hook_nodes", "unpack hooks right before their first user",
-       [] { return alap("delay_unpack_hook_nodes", {op_kind::unpack, ""}, false); }},
+       [] { return alap("delay_unpack_hook_nodes", op_kind::unpack, false); }},
       {"reorder_tensor_pre_hook_nodes", "tensor pre-hooks right after their gradient",
-       [] { return asap("reorder_tensor_pre_hook_nodes", {op_kind::call_hook, "tensor_pre_hook"}); }},
+       [] { return asap("reorder_tensor_pre_hook_nodes", op_kind::tensor_pre_hook); }},
       {"reorder_pre_hook_nodes_to_schedule_asap", "pre-hooks right after their last input",
-       [] {
-         return asap("reorder_pre_hook_nodes_to_schedule_asap", {op_kind::call_hook, "pre_hook"});
-       }},
+       [] { return asap("reorder_pre_hook_nodes_to_schedule_asap", op_kind::pre_hook); }},
       {"reorder_accumulate_grad_nodes", "accumulate_grad right after its gradient",
-       [] { return asap("reorder_accumulate_grad_nodes", {op_kind::accumulate_grad, ""}); }},
+       [] { return asap("reorder_accumulate_grad_nodes", op_kind::accumulate_grad); }},
       {"reorder_pre_hook_nodes_to_mimic_eager", "pre-hooks right before their node, as eager",
-       [] {
-         return alap("reorder_pre_hook_nodes_to_mimic_eager", {op_kind::call_hook, "pre_hook"}, true);
-       }},
+       [] { return alap("reorder_pre_hook_nodes_to_mimic_eager", op_kind::pre_hook, true); }},
       {"reorder_post_acc_grad_hook_nodes", "post-accumulate-grad hooks right after accumulate_grad",
        passes::make_reorder_post_acc_grad_hook_nodes},
       {"reorder_post_hook_nodes", "output-less post hooks right after their inputs' last use",
        passes::make_reorder_post_hook_nodes},
       {"dce", "drop pure ops whose results nobody uses", passes::make_dce},
-      {"remove_unused_sizes", "drop size inputs nobody uses, renumber the rest",
-       passes::make_remove_unused_sizes},
+      {"remove_unused_sizes", "drop size inputs nobody uses", passes::make_remove_unused_sizes},
       {"move_graph_nodes_to_cuda", "0-dim CPU inputs of built-in ops to CUDA in CUDA graphs",
        passes::make_move_graph_nodes_to_cuda},
       {"gradient_ready_schedule", "parameter gradients as early as the sums allow (off by default)",

@@ -1,7 +1,7 @@
 // remove_unused_sizes: drops size inputs (graph_input[size]) that no op
-// uses and renumbers the rest densely, in order (the seed's pass of this
-// name). `index` of a kept size input becomes its new position; the old one
-// moves to `target` as "size:<old>" so the caller can map runtime sizes.
+// uses (the seed's pass of this name). A kept input's `index` stays the
+// size's lifted position, which is how the runtime finds its value, so
+// nothing is renumbered.
 
 #include "compiler/passes/registry.hpp"
 
@@ -16,34 +16,25 @@ public:
     const auto& uses = analyses.uses();
     std::vector<op> kept;
     size_t removed = 0;
-    int64_t next = 0;
-    bool renumbered = false;
+    size_t sizes = 0;
     for (size_t i = 0; i < g.ops.size(); ++i) {
       auto& o = g.ops[i];
-      if (o.kind != op_kind::graph_input || o.target.rfind("size", 0) != 0) {
-        kept.push_back(std::move(o));
-        continue;
-      }
-      if (!uses.has_users(g, i)) {
+      bool size_input = o.kind == op_kind::graph_input && o.input == input_kind::size;
+      if (size_input && !uses.has_users(g, i)) {
         ++removed;
         continue;
       }
-      if (o.index != next) {
-        o.target = "size:" + std::to_string(o.index);
-        o.index = next;
-        renumbered = true;
-      }
-      ++next;
+      sizes += size_input ? 1 : 0;
       kept.push_back(std::move(o));
     }
     g.ops = std::move(kept);
-    if (removed == 0 && !renumbered) {
+    if (removed == 0) {
       statistic_.clear();
       return false;
     }
     analyses.invalidate();
     statistic_ = "removed " + std::to_string(removed) + " size inputs, kept "
-                 + std::to_string(next);
+                 + std::to_string(sizes);
     return true;
   }
 };

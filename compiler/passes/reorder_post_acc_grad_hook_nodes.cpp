@@ -19,7 +19,7 @@ public:
     std::vector<uint32_t> order_before;
     for (const auto& o : g.ops)
       order_before.push_back(o.id);
-    auto hooks = ids_of(g, op_kind::call_hook, "post_acc_grad_hook");
+    auto hooks = ids_of(g, op_kind::post_acc_grad_hook);
     for (auto it = hooks.rbegin(); it != hooks.rend(); ++it) {
       auto pos = static_cast<size_t>(position_of(g, *it));
       auto leaf = g.ops[pos].node;

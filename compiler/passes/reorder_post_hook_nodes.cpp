@@ -13,10 +13,6 @@ namespace gradd::compiler::passes {
 
 namespace {
 
-bool is_post_hook(const op& o) {
-  return o.kind == op_kind::call_hook && o.target == "post_hook";
-}
-
 class reorder_post_hook_nodes_pass final : public pass {
 public:
   const char* name() const noexcept override { return "reorder_post_hook_nodes"; }
@@ -25,7 +21,7 @@ public:
     if (is_node_level(g))
       return false;  // see compiler/passes/hook_moves.hpp
     size_t moved = 0;
-    auto hooks = ids_of(g, op_kind::call_hook, "post_hook");
+    auto hooks = ids_of(g, op_kind::post_hook);
     for (auto it = hooks.rbegin(); it != hooks.rend(); ++it) {
       auto pos = static_cast<size_t>(position_of(g, *it));
       if (g.ops[pos].index != 0)
@@ -35,15 +31,14 @@ public:
       for (auto v : g.ops[pos].args)
         if (v != no_value)
           for (auto user : uses.users[v])
-            if (!is_post_hook(g.ops[user]))
+            if (g.ops[user].kind != op_kind::post_hook)
               last = std::max(last, static_cast<int64_t>(user));
       if (last < 0)
         continue;
       const auto& anchor = g.ops[static_cast<size_t>(last)];
       if (anchor.kind == op_kind::accumulate_grad)
         for (size_t i = static_cast<size_t>(last) + 1; i < g.ops.size(); ++i)
-          if (g.ops[i].kind == op_kind::call_hook && g.ops[i].target == "post_acc_grad_hook"
-              && g.ops[i].node == anchor.node)
+          if (g.ops[i].kind == op_kind::post_acc_grad_hook && g.ops[i].node == anchor.node)
             last = static_cast<int64_t>(i);
       if (static_cast<size_t>(last) + 1 == pos || static_cast<size_t>(last) == pos)
         continue;

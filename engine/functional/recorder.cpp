@@ -98,8 +98,8 @@ class recorder final : public ca::PyCompilerInterface {
 
   std::string bind_function(PyObject*, const std::string& fn_name,
                             torch::autograd::functional_apply_t fn, std::vector<at::TypePtr>,
-                            bool, bool) const override {
-    bind_functional(fn_name, std::move(fn));
+                            bool is_custom_function, bool) const override {
+    bind_functional(fn_name, std::move(fn), is_custom_function);
     return fn_name;
   }
 
@@ -108,16 +108,17 @@ class recorder final : public ca::PyCompilerInterface {
                               const c10::IValue&) const override {
     if (std::string_view(method_name) != "apply_functional")
       throw_capture_error("node " + session_.node_name() + " called " + method_name);
-    auto fn = bound_functional(fn_name);
-    if (!fn)
+    auto binding = bound_functional(fn_name);
+    if (!binding.fn)
       throw_capture_error("functional " + fn_name + " was bound before gradd's registry saw it");
 
     auto o = make_op(op_kind::apply_functional, static_cast<int64_t>(inputs.size()));
     o.target = fn_name;
+    o.custom_function = binding.custom_function;
     for (const auto& grad : inputs)
       o.args.push_back(session_.value_of(grad, "a gradient"));
     op_payload payload;
-    payload.fn = fn;
+    payload.fn = binding.fn;
     auto value_of_packed = [this](const at::Tensor& t) {
       return session_.value_of(t, "a packed tensor");
     };
@@ -129,7 +130,7 @@ class recorder final : public ca::PyCompilerInterface {
       payload.packed.push_back(std::move(packed));
     }
 
-    auto outputs = (*fn)(inputs, packed_args);
+    auto outputs = (*binding.fn)(inputs, packed_args);
     o.results = session_.define_all(outputs);
     session_.emit(std::move(o), std::move(payload));
     return outputs;

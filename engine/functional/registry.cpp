@@ -1,6 +1,6 @@
 // The functional backwards bound in this process (see registry.hpp).
 //
-// A map from name to a shared functional under a reader-writer lock: binds
+// A map from name to a binding under a reader-writer lock: binds
 // are rare (once per node type), lookups happen on every captured call.
 
 #include "engine/functional/registry.hpp"
@@ -16,7 +16,7 @@ using torch::autograd::functional_apply_t;
 
 struct functional_table {
   std::shared_mutex mutex;
-  std::unordered_map<std::string, std::shared_ptr<const functional_apply_t>> functions;
+  std::unordered_map<std::string, functional_binding> functions;
 };
 
 functional_table& table() {
@@ -26,18 +26,19 @@ functional_table& table() {
 
 } // namespace
 
-void bind_functional(const std::string& name, functional_apply_t fn) {
-  auto entry = std::make_shared<const functional_apply_t>(std::move(fn));
+void bind_functional(const std::string& name, functional_apply_t fn, bool custom_function) {
+  functional_binding binding{std::make_shared<const functional_apply_t>(std::move(fn)),
+                             custom_function};
   auto& t = table();
   std::unique_lock lock(t.mutex);
-  t.functions[name] = std::move(entry);
+  t.functions[name] = std::move(binding);
 }
 
-std::shared_ptr<const functional_apply_t> bound_functional(const std::string& name) {
+functional_binding bound_functional(const std::string& name) {
   auto& t = table();
   std::shared_lock lock(t.mutex);
   auto it = t.functions.find(name);
-  return it == t.functions.end() ? nullptr : it->second;
+  return it == t.functions.end() ? functional_binding{} : it->second;
 }
 
 } // namespace gradd::engine::functional

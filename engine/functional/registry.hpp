@@ -14,13 +14,19 @@
 
 namespace gradd::engine::functional {
 
-/// Binds `fn` under `name` (a node's `name()`, e.g. "MmBackward0"),
-/// replacing an earlier binding. Thread-safe.
-void bind_functional(const std::string& name, torch::autograd::functional_apply_t fn);
+/// A functional backward as bound.
+struct functional_binding {
+  std::shared_ptr<const torch::autograd::functional_apply_t> fn;  ///< null: none bound
+  bool custom_function = false;  ///< a custom autograd function's: user code
+};
 
-/// Returns the functional backward bound under `name` in this process, or
-/// null if none was bound yet. Thread-safe.
-std::shared_ptr<const torch::autograd::functional_apply_t> bound_functional(
-    const std::string& name);
+/// Binds `fn` under `name` (a node's `name()`, e.g. "MmBackward0"; a custom
+/// function's `typeid` name), replacing an earlier binding. Thread-safe.
+void bind_functional(const std::string& name, torch::autograd::functional_apply_t fn,
+                     bool custom_function);
+
+/// Returns the functional backward bound under `name` in this process, with
+/// a null `fn` if none was bound yet. Thread-safe.
+functional_binding bound_functional(const std::string& name);
 
 } // namespace gradd::engine::functional

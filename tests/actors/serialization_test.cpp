@@ -95,8 +95,8 @@ auto fields(node_info& x) {
 }
 
 auto fields(op& x) {
-  auto& [kind, target, node, index, args, results, meta, id] = x;
-  return std::tie(kind, target, node, index, args, results, meta, id);
+  auto& [kind, target, node, index, args, results, meta, id, input, custom_function] = x;
+  return std::tie(kind, target, node, index, args, results, meta, id, input, custom_function);
 }
 
 auto fields(graph& x) {
@@ -187,7 +187,8 @@ node_info odd_node() {
 
 /// An op's default `meta` is unknown and empty, so this one is known and full.
 op odd_op() {
-  return {op_kind::accumulate, "pre_hook", 6, 1, {1, 2}, {3}, {{4}, "double", "cpu", true}, 9};
+  return {op_kind::accumulate, "MulBackward0", 6, 1, {1, 2}, {3}, {{4}, "double", "cpu", true}, 9,
+          input_kind::scalar, true};
 }
 
 graph odd_graph() {

@@ -13,7 +13,7 @@ namespace {
 
 using namespace gradd::compiler;
 
-/// Builds graphs op by op; ops print one per line as "kind[target]@node".
+/// Builds graphs op by op.
 struct builder {
   graph g;
   /// Appends an op and returns its results.
@@ -28,17 +28,22 @@ struct builder {
     g.ops.push_back(std::move(o));
     return out;
   }
-  value_id input(const char* what = "tensor", int64_t index = 0) {
-    return add(op_kind::graph_input, what, no_node, {}, 1, index)[0];
+  value_id input(input_kind what = input_kind::tensor, int64_t index = 0) {
+    auto value = add(op_kind::graph_input, "", no_node, {}, 1, index)[0];
+    g.ops.back().input = what;
+    return value;
   }
 };
 
-/// The op order, one "kind[target]@node" per op.
+/// The op order, one "kind[target]@node" per op (a graph input's kind in
+/// place of the target).
 std::string order(const graph& g) {
   std::string out;
   for (const auto& o : g.ops) {
     out += to_string(o.kind);
-    if (!o.target.empty())
+    if (o.kind == op_kind::graph_input)
+      out += std::string("[") + to_string(o.input) + "]";
+    else if (!o.target.empty())
       out += "[" + o.target + "]";
     if (o.node != no_node)
       out += "@" + std::to_string(o.node);
@@ -62,8 +67,8 @@ graph hooks_at_the_end() {
   auto c = b.add(op_kind::apply_functional, "ExpBackward0", 2, {a}, 1)[0];
   b.add(op_kind::accumulate_grad, "", 3, {c}, 0);
   b.add(op_kind::apply_functional, "SinBackward0", 4, {x}, 1);
-  b.add(op_kind::call_hook, "tensor_pre_hook", 2, {a}, 1);
-  b.add(op_kind::call_hook, "post_acc_grad_hook", 3, {}, 0);
+  b.add(op_kind::tensor_pre_hook, "", 2, {a}, 1);
+  b.add(op_kind::post_acc_grad_hook, "", 3, {}, 0);
   b.add(op_kind::final_callbacks, "", no_node, {}, 0);
   return b.g;
 }
@@ -77,11 +82,11 @@ TEST_CASE("reorder_tensor_pre_hook_nodes puts a hook right after its gradient",
   CHECK(order(g) ==
         "graph_input[tensor]\n"
         "apply_functional[MulBackward0]@1\n"
-        "call_hook[tensor_pre_hook]@2\n"
+        "tensor_pre_hook@2\n"
         "apply_functional[ExpBackward0]@2\n"
         "accumulate_grad@3\n"
         "apply_functional[SinBackward0]@4\n"
-        "call_hook[post_acc_grad_hook]@3\n"
+        "post_acc_grad_hook@3\n"
         "final_callbacks\n");
 }
 
@@ -94,9 +99,9 @@ TEST_CASE("reorder_post_acc_grad_hook_nodes puts the hook after its accumulation
         "apply_functional[MulBackward0]@1\n"
         "apply_functional[ExpBackward0]@2\n"
         "accumulate_grad@3\n"
-        "call_hook[post_acc_grad_hook]@3\n"
+        "post_acc_grad_hook@3\n"
         "apply_functional[SinBackward0]@4\n"
-        "call_hook[tensor_pre_hook]@2\n"
+        "tensor_pre_hook@2\n"
         "final_callbacks\n");
 }
 
@@ -105,16 +110,16 @@ TEST_CASE("pre-hooks go early, then right before their node", "[compiler][passes
   auto x = b.input();
   auto a = b.add(op_kind::apply_functional, "A", 1, {x}, 1)[0];
   b.add(op_kind::apply_functional, "B", 2, {x}, 1);
-  auto hooked = b.add(op_kind::call_hook, "pre_hook", 3, {a}, 1)[0];
+  auto hooked = b.add(op_kind::pre_hook, "", 3, {a}, 1)[0];
   b.add(op_kind::apply_functional, "C", 4, {x}, 1);
   b.add(op_kind::apply_functional, "D", 3, {hooked}, 1);
   auto g = b.g;
   run_pass(g, "reorder_pre_hook_nodes_to_schedule_asap");
-  CHECK(order(g) == "graph_input[tensor]\napply_functional[A]@1\ncall_hook[pre_hook]@3\n"
+  CHECK(order(g) == "graph_input[tensor]\napply_functional[A]@1\npre_hook@3\n"
                     "apply_functional[B]@2\napply_functional[C]@4\napply_functional[D]@3\n");
   run_pass(g, "reorder_pre_hook_nodes_to_mimic_eager");
   CHECK(order(g) == "graph_input[tensor]\napply_functional[A]@1\napply_functional[B]@2\n"
-                    "apply_functional[C]@4\ncall_hook[pre_hook]@3\napply_functional[D]@3\n");
+                    "apply_functional[C]@4\npre_hook@3\napply_functional[D]@3\n");
 }
 
 TEST_CASE("reorder_accumulate_grad_nodes accumulates as soon as the gradient exists",
@@ -132,7 +137,7 @@ TEST_CASE("reorder_accumulate_grad_nodes accumulates as soon as the gradient exi
 
 TEST_CASE("delay_unpack_hook_nodes unpacks right before the first use", "[compiler][passes]") {
   builder b;
-  auto saved = b.input("packed");
+  auto saved = b.input(input_kind::packed);
   auto unpacked = b.add(op_kind::unpack, "", 1, {saved}, 1)[0];
   b.add(op_kind::apply_functional, "A", 2, {saved}, 1);
   b.add(op_kind::apply_functional, "B", 1, {unpacked}, 1);
@@ -146,51 +151,75 @@ TEST_CASE("reorder_post_hook_nodes moves output-less post hooks after the last u
   builder b;
   auto x = b.input();
   auto a = b.add(op_kind::apply_functional, "A", 1, {x}, 1)[0];
-  b.add(op_kind::call_hook, "post_hook", 2, {a}, 0, /*outputs=*/0);
+  b.add(op_kind::post_hook, "", 2, {a}, 0, /*outputs=*/0);
   b.add(op_kind::accumulate_grad, "", 2, {a}, 0);
-  b.add(op_kind::call_hook, "post_acc_grad_hook", 2, {}, 0);
+  b.add(op_kind::post_acc_grad_hook, "", 2, {}, 0);
   auto g = b.g;
   run_pass(g, "reorder_post_hook_nodes");
   CHECK(order(g) == "graph_input[tensor]\napply_functional[A]@1\naccumulate_grad@2\n"
-                    "call_hook[post_acc_grad_hook]@2\ncall_hook[post_hook]@2\n");
+                    "post_acc_grad_hook@2\npost_hook@2\n");
 }
 
 TEST_CASE("dce drops unused pure ops and never an impure one", "[compiler][passes]") {
   builder b;
   auto x = b.input();
-  auto unused_size = b.input("size", 0);
+  auto unused_size = b.input(input_kind::size, 0);
   (void)unused_size;
   auto a = b.add(op_kind::apply_functional, "A", 1, {x}, 1)[0];
   auto dead = b.add(op_kind::apply_functional, "Dead", 2, {a}, 1)[0];
   b.add(op_kind::accumulate, "", 3, {dead, a}, 1);                  // pure, unused
   b.add(op_kind::call_node, "SideEffect", 4, {a}, 1);               // impure
-  b.add(op_kind::call_hook, "tensor_pre_hook", 5, {a}, 1);          // impure
+  b.add(op_kind::tensor_pre_hook, "", 5, {a}, 1);                    // impure
   b.add(op_kind::accumulate_grad, "", 6, {a}, 0);                    // impure
   b.add(op_kind::final_callbacks, "", no_node, {}, 0);               // impure
   auto g = b.g;
   CHECK(run_pass(g, "dce") == "dce: removed 2 ops");
   CHECK(order(g) == "graph_input[tensor]\ngraph_input[size]\napply_functional[A]@1\n"
-                    "call_node[SideEffect]@4\ncall_hook[tensor_pre_hook]@5\naccumulate_grad@6\n"
+                    "call_node[SideEffect]@4\ntensor_pre_hook@5\naccumulate_grad@6\n"
                     "final_callbacks\n");
   CHECK(run_pass(g, "remove_unused_sizes") == "remove_unused_sizes: removed 1 size inputs, kept 0");
   CHECK(order(g) == "graph_input[tensor]\napply_functional[A]@1\ncall_node[SideEffect]@4\n"
-                    "call_hook[tensor_pre_hook]@5\naccumulate_grad@6\nfinal_callbacks\n");
+                    "tensor_pre_hook@5\naccumulate_grad@6\nfinal_callbacks\n");
+}
+
+TEST_CASE("remove_unused_sizes keeps each used size at its lifted position",
+          "[compiler][passes]") {
+  builder b;
+  auto x = b.input();
+  b.input(input_kind::size, 0);
+  auto used = b.input(input_kind::size, 1);
+  b.input(input_kind::scalar, 0);  // unused, but not a size
+  b.add(op_kind::apply_functional, "ViewBackward0", 1, {x, used}, 1);
+  auto g = b.g;
+  CHECK(run_pass(g, "remove_unused_sizes") == "remove_unused_sizes: removed 1 size inputs, kept 1");
+  CHECK(order(g) == "graph_input[tensor]\ngraph_input[size]\ngraph_input[scalar]\n"
+                    "apply_functional[ViewBackward0]@1\n");
+  CHECK(g.ops[1].index == 1);
+  CHECK(run_pass(g, "remove_unused_sizes").empty());
 }
 
 TEST_CASE("move_graph_nodes_to_cuda moves CPU scalars of built-in ops only", "[compiler][passes]") {
   builder b;
   auto x = b.input();
   b.g.ops.back().meta = {{4}, "float", "cuda:0", true};
-  auto scalar = b.input("tensor", 1);
-  b.g.ops.back().meta = {{}, "float", "cpu", true};
-  auto custom_scalar = b.input("tensor", 2);
-  b.g.ops.back().meta = {{}, "float", "cpu", true};
+  auto cpu_scalar = [&](int64_t index) {
+    auto value = b.input(input_kind::tensor, index);
+    b.g.ops.back().meta = {{}, "float", "cpu", true};
+    return value;
+  };
+  auto scalar = cpu_scalar(1);
+  auto custom_scalar = cpu_scalar(2);
+  auto node_scalar = cpu_scalar(3);
   b.add(op_kind::apply_functional, "MulBackward0", 1, {x, scalar}, 1);
-  b.add(op_kind::call_node, "torch::autograd::CppNode<my_fn>", 2, {custom_scalar}, 1);
+  // A custom function's functional is named after its type (`typeid`).
+  b.add(op_kind::apply_functional, "6my_fn", 2, {custom_scalar}, 1);
+  b.g.ops.back().custom_function = true;
+  b.add(op_kind::call_node, "torch::autograd::generated::MulBackward0", 3, {node_scalar}, 1);
   auto g = b.g;
   CHECK(run_pass(g, "move_graph_nodes_to_cuda") == "move_graph_nodes_to_cuda: moved 1 inputs to cuda:0");
   CHECK(g.ops[1].meta.device == "cuda:0");
   CHECK(g.ops[2].meta.device == "cpu");
+  CHECK(g.ops[3].meta.device == "cpu");
   g.ops[0].meta.device = "cpu";  // no CUDA input: nothing moves
   g.ops[1].meta.device = "cpu";
   CHECK(run_pass(g, "move_graph_nodes_to_cuda").empty());

@@ -196,7 +196,7 @@ void check_recording(const functional::recording& rec,
     functionals.insert(o.target);
     const auto& payload = rec.payloads[i];
     REQUIRE(payload.fn);
-    REQUIRE(functional::bound_functional(o.target) == payload.fn);
+    REQUIRE(functional::bound_functional(o.target).fn == payload.fn);
     for (const auto& arg : payload.packed) {
       if (arg.tensors.empty()) {
         ++constant_arguments;
@@ -420,4 +420,82 @@ TEST_CASE("the pass pipeline runs on functional-level IR", "[engine][functional]
       CHECK(ir.ops[k].kind == op_kind::accumulate_grad);
   }
   CHECK(accumulations == m.params.size());
+}
+
+namespace {
+
+/// Multiplies by a scale it saves, in user code.
+struct scale_by : torch::autograd::Function<scale_by> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& scale) {
+    ctx->save_for_backward({scale});
+    return x * scale;
+  }
+  static variable_list backward(torch::autograd::AutogradContext* ctx, variable_list grads) {
+    return {grads[0] * ctx->get_saved_variables()[0], torch::Tensor()};
+  }
+};
+
+/// The functionals reading the value graph_input `position` defines.
+std::set<std::string> readers_of(const gradd::compiler::graph& ir, size_t position) {
+  gradd::compiler::use_def uses(ir);
+  std::set<std::string> readers;
+  for (auto user : uses.users[ir.ops[position].results[0]])
+    readers.insert(ir.ops[user].target);
+  return readers;
+}
+
+} // namespace
+
+TEST_CASE("a custom function's functional is user code to the passes",
+          "[engine][functional][passes]") {
+  torch::manual_seed(0);
+  auto w = torch::randn({4, 3}, torch::dtype(torch::kFloat64).requires_grad(true));
+  auto x = torch::randn({5, 4}, torch::kFloat64);
+  // The output is not 0-dim, so neither is the gradient it starts from.
+  auto backward = [&] {
+    auto scaled = scale_by::apply(x.mm(w), torch::tensor(3.0, torch::kFloat64));
+    (scaled * torch::tensor(0.5, torch::kFloat64)).backward(torch::ones({5, 3}, torch::kFloat64));
+  };
+  backward();
+  auto stock = w.grad().clone();
+  w.mutable_grad() = torch::Tensor();
+  {
+    hook_scope on(&capture_hook);
+    backward();
+  }
+  require_bitwise_equal({stock}, {w.grad()});
+  REQUIRE(recording);
+  auto ir = recording->ir;
+  std::set<std::string> custom, builtin;
+  for (const auto& o : ir.ops)
+    if (o.kind == op_kind::apply_functional)
+      (o.custom_function ? custom : builtin).insert(o.target);
+  // libtorch binds a custom function under its type's `typeid` name.
+  CHECK(custom == std::set<std::string>{typeid(scale_by).name()});
+  CHECK(builtin.count("MulBackward0") == 1);
+
+  // As a CUDA graph's recording would be: activations on the device, the
+  // two scales on the CPU. Only the built-in op's scale may move.
+  std::vector<size_t> scales;
+  for (size_t i = 0; i < ir.ops.size(); ++i) {
+    auto& o = ir.ops[i];
+    if (o.kind != op_kind::graph_input)
+      continue;
+    if (o.meta.sizes.empty())
+      scales.push_back(i);
+    else
+      o.meta.device = "cuda:0";
+  }
+  REQUIRE(scales.size() == 2);
+  gradd::compiler::pass_manager passes("move_graph_nodes_to_cuda");
+  passes.run(ir);
+  CHECK(passes.statistics()
+        == std::vector<std::string>{"move_graph_nodes_to_cuda: moved 1 inputs to cuda:0"});
+  for (auto i : scales) {
+    auto readers = readers_of(ir, i);
+    INFO("input " << ir.ops[i].index << " read by " << *readers.begin());
+    REQUIRE(readers.size() == 1);
+    CHECK(ir.ops[i].meta.device == (readers.count("MulBackward0") ? "cuda:0" : "cpu"));
+  }
 }
