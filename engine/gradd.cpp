@@ -41,6 +41,15 @@ const char* to_string(fallback_reason reason) noexcept {
   return "?";
 }
 
+const char* to_string(graph_state state) noexcept {
+  switch (state) {
+    case graph_state::pending: return "pending";
+    case graph_state::ready: return "ready";
+    case graph_state::failed: return "failed";
+  }
+  return "?";
+}
+
 std::vector<std::pair<std::string, uint64_t>> fields(const statistics& s) {
   std::vector<std::pair<std::string, uint64_t>> f{
       {"backwards", s.backwards},

@@ -31,6 +31,7 @@
 #include <chrono>
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -118,17 +119,27 @@ std::vector<std::pair<std::string, uint64_t>> fields(const statistics& s);
 /// Writes the statistics as one line of `name=value` pairs (fields()).
 std::ostream& operator<<(std::ostream& out, const statistics& s);
 
+/// Where a captured structure's compilation stands.
+enum class graph_state : uint8_t {
+  pending,  ///< compiling; the stock engine serves its backwards meanwhile
+  ready,    ///< its plan serves its backwards
+  failed,   ///< the stock engine serves it, for `graph_statistics::fallback`
+};
+
+/// Returns the state's name, e.g. "ready".
+const char* to_string(graph_state state) noexcept;
+
 /// One captured structure's statistics.
 struct graph_statistics {
   uint64_t id = 0;
-  std::string state;             ///< "pending", "ready" or "failed"
+  graph_state state = graph_state::pending;
   uint32_t nodes = 0;            ///< autograd nodes in the graph
   uint64_t hits = 0;             ///< backwards its plan served
   uint64_t pending_backwards = 0;  ///< backwards that ran while it compiled
   uint64_t eager_backwards = 0;  ///< backwards the stock engine served for it
   uint64_t compiles = 0;
   double compile_ms = 0;         ///< capture to plan, in the pipeline
-  std::string fallback;          ///< why it failed, when failed
+  std::optional<fallback_reason> fallback;  ///< why it failed, when failed
 };
 
 /// Enables gradd for the whole process with `config`, replacing the settings

@@ -73,7 +73,7 @@ int train(const std::string& model_name, int steps) {
   for (const auto& g : gradd::graph_stats())
     std::printf("  graph %llu: %s, %u nodes, %llu hits, %llu backwards while compiling, "
                 "compiled in %.2f ms\n",
-                static_cast<unsigned long long>(g.id), g.state.c_str(), g.nodes,
+                static_cast<unsigned long long>(g.id), to_string(g.state), g.nodes,
                 static_cast<unsigned long long>(g.hits),
                 static_cast<unsigned long long>(g.pending_backwards), g.compile_ms);
   if (!agree) {

@@ -34,14 +34,14 @@ py::dict to_dict(const gradd::statistics& s) {
 py::dict to_dict(const gradd::graph_statistics& g) {
   py::dict d;
   d["id"] = g.id;
-  d["state"] = g.state;
+  d["state"] = to_string(g.state);
   d["nodes"] = g.nodes;
   d["hits"] = g.hits;
   d["pending_backwards"] = g.pending_backwards;
   d["eager_backwards"] = g.eager_backwards;
   d["compiles"] = g.compiles;
   d["compile_ms"] = g.compile_ms;
-  d["fallback"] = g.fallback;
+  d["fallback"] = g.fallback ? py::object(py::str(to_string(*g.fallback))) : py::none();
   return d;
 }
 

@@ -226,7 +226,7 @@ std::vector<graph_statistics> plan_table::statistics() const {
     graph_statistics g;
     g.id = id;
     auto s = r->state.load();
-    g.state = s == graph_state::ready ? "ready" : s == graph_state::pending ? "pending" : "failed";
+    g.state = s;
     g.nodes = r->nodes;
     g.hits = r->hits.load();
     g.pending_backwards = r->pending_backwards.load();
@@ -234,7 +234,7 @@ std::vector<graph_statistics> plan_table::statistics() const {
     g.compiles = r->compiles.load();
     g.compile_ms = r->compile_ms;
     if (s == graph_state::failed)
-      g.fallback = to_string(r->eager_reason);
+      g.fallback = r->eager_reason;
     out.push_back(std::move(g));
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id < b.id; });

@@ -24,9 +24,6 @@ struct compiled_graph {
   compiler::plan plan;
 };
 
-/// Where a graph's compilation stands.
-enum class graph_state : uint8_t { pending, ready, failed };
-
 /// One structure (one variant of a key) in the table, with its statistics.
 /// The registry stage moves it from pending to ready or failed; callers read
 /// `state` (acquire) before `compiled` or `eager_reason`.

@@ -139,7 +139,9 @@ def stats() -> dict:
 
 
 def graph_stats() -> list:
-    """One dict per captured structure: state, nodes, hits, compile time."""
+    """One dict per captured structure: state ("pending", "ready" or
+    "failed"), nodes, hits, compile time, and the fallback reason of a
+    failed one (None otherwise)."""
     return _native.graph_stats()
 
 

@@ -64,7 +64,7 @@ TEST_CASE("a new graph runs on the stock engine while its plan compiles", "[acto
   CHECK(s.captures == 1);
   auto graphs = gradd::graph_stats();
   REQUIRE(graphs.size() == 1);
-  CHECK(graphs[0].state == "ready");
+  CHECK(graphs[0].state == gradd::graph_state::ready);
   CHECK(graphs[0].pending_backwards == 2);
   CHECK(graphs[0].hits == 1);
   CHECK(graphs[0].compiles == 1);

@@ -24,7 +24,7 @@ namespace {
 
 using namespace gradd::actors;
 using gradd::engine::detail::graph_record;
-using gradd::engine::detail::graph_state;
+using gradd::graph_state;
 using gradd::engine::detail::plan_table;
 using gradd::engine::detail::structural_key;
 using gradd::engine::detail::table_sink;

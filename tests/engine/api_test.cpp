@@ -296,7 +296,7 @@ TEST_CASE("a compile over compile.timeout_ms is cut short and its policy applies
     CHECK(s.compiles == 1);
     CHECK(s.eager_for(gradd::fallback_reason::compile_error) == 2);
     REQUIRE(gradd::graph_stats().size() == 1);
-    CHECK(gradd::graph_stats()[0].state == "failed");
+    CHECK(gradd::graph_stats()[0].state == gradd::graph_state::failed);
   }
   SECTION("retry_after 0 ms: every backward after a failure compiles again") {
     gradd::reset();

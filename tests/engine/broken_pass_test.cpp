@@ -70,8 +70,8 @@ TEST_CASE("a pass that breaks the graph fails its compile; the stock engine serv
     CHECK(s.eager_for(gradd::fallback_reason::compile_error) == 3);
     auto graphs = gradd::graph_stats();
     REQUIRE(graphs.size() == 1);
-    CHECK(graphs[0].state == "failed");
-    CHECK(graphs[0].fallback == "compile_error");
+    CHECK(graphs[0].state == gradd::graph_state::failed);
+    CHECK(graphs[0].fallback == gradd::fallback_reason::compile_error);
   }
   SECTION("retry_after 0 ms: each backward compiles it again, and fails again") {
     gradd::reset();

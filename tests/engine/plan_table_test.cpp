@@ -73,6 +73,6 @@ TEST_CASE("pending records are dropped when the pipeline stops", "[engine][plan_
   plan_table table;
   auto r = table.claim(key_of(20));
   table.drop_pending();
-  CHECK(r->state.load() == graph_state::failed);
+  CHECK(r->state.load() == gradd::graph_state::failed);
   CHECK(table.claim(key_of(20)));  // compiles again next time
 }

@@ -156,7 +156,7 @@ TEST_CASE("nan_check raises naming the leaf on backwards the stock engine serves
     require_names_poisoned_leaf(error_of([&] { leaves.loss().backward(); }));
     REQUIRE(gradd::wait_for_compiles(std::chrono::seconds(10)));
     require_names_poisoned_leaf(error_of([&] { leaves.loss().backward(); }));
-    CHECK(only_graph().state == "failed");
+    CHECK(only_graph().state == gradd::graph_state::failed);
     CHECK(only_graph().eager_backwards == 2);
     CHECK(gradd::stats().raised_backwards == 2);
   }
