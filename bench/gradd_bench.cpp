@@ -58,27 +58,25 @@
 
 #include "bench/backward_floor.hpp"
 #include "bench/bench_options.hpp"
+#include "bench/gradient_diff.hpp"
 #include "bench/kernel_trace.hpp"
 #include "bench/peak_memory.hpp"
+#include "bench/timed_backward.hpp"
 #include "engine/gradd.hpp"
 #include "examples/models.hpp"
 
-#include <torch/csrc/autograd/function_hook.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace {
 
-using gradd::bench::options;
+using namespace gradd::bench;
 
 constexpr int sweep_structures = 4;
 constexpr int sweep_batch_sizes = 4;
@@ -92,145 +90,6 @@ constexpr int traced_steps = 10;
 constexpr int stock_warmups = 3;
 /// Rounds of `first_median_ms`: a structure made new to gradd again.
 constexpr int first_rounds = 5;
-
-/// Waits for the current stream, where every backward ends (gradd's
-/// post-processing, like the stock engine's, makes it wait for the
-/// leaves' streams). Not the whole device: a device-wide synchronize while
-/// a stream actor captures a CUDA graph on its own stream would fail
-/// (docs/design.md, "CUDA graphs").
-void synchronize(const torch::Device& device) {
-  if (!device.is_cuda())
-    return;
-  c10::impl::VirtualGuardImpl cuda(c10::DeviceType::CUDA);
-  cuda.synchronizeStream(cuda.getStream(device));
-}
-
-/// Runs one forward + backward of `model` on batch `step` with gradd on or
-/// off (gradd must be enabled). `probe()` is called right before the
-/// backward and returns what to call right after it, with when `backward()`
-/// returned (before the wait for its stream); that call's result is
-/// returned.
-template <class Probe>
-auto measured_backward(gradd::models::model& model, int64_t step, bool with_gradd,
-                       const torch::Device& device, Probe probe) {
-  for (auto p : model.parameters())
-    p.mutable_grad() = torch::Tensor();
-  auto loss = model.loss(step);
-  std::optional<gradd::disable_guard> off;
-  if (!with_gradd)
-    off.emplace();
-  synchronize(device);
-  auto finish = probe();
-  loss.backward();
-  auto returned = std::chrono::steady_clock::now();
-  synchronize(device);
-  return finish(returned);
-}
-
-double milliseconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
-/// A backward's milliseconds: until its stream was done, and until
-/// `backward()` returned (the CPU's share; the GPU may still run).
-struct backward_time {
-  double ms = 0;
-  double returned_ms = 0;
-};
-
-backward_time timed_backward(gradd::models::model& model, int64_t step, bool with_gradd,
-                             const torch::Device& device) {
-  return measured_backward(model, step, with_gradd, device, [] {
-    return [start = std::chrono::steady_clock::now()](auto returned) {
-      return backward_time{milliseconds_since(start),
-                           std::chrono::duration<double, std::milli>(returned - start).count()};
-    };
-  });
-}
-
-/// Bytes allocated at the backward's peak beyond what its start held.
-int64_t backward_peak(gradd::models::model& model, int64_t step, bool with_gradd,
-                      const torch::Device& device) {
-  std::optional<gradd::measure::peak_memory> peak;
-  return measured_backward(model, step, with_gradd, device, [&] {
-    peak.emplace(device);
-    return [&](auto) { return peak->peak_above_start(); };
-  });
-}
-
-/// Records when each parameter's gradient is accumulated.
-struct ready_clock final : torch::autograd::PostAccumulateGradHook {
-  ready_clock(std::vector<double>& times, std::chrono::steady_clock::time_point& start)
-      : times(times), start(start) {}
-  void operator()(const torch::autograd::Variable&) override {
-    times.push_back(milliseconds_since(start));
-  }
-  std::vector<double>& times;
-  std::chrono::steady_clock::time_point& start;
-};
-
-/// Median, over `runs` backwards, of when the first and the median
-/// parameter gradient were ready (ms after the backward started).
-std::pair<double, double> gradient_ready_times(gradd::models::model& model, int64_t step,
-                                               bool with_gradd, const torch::Device& device,
-                                               int runs) {
-  std::vector<double> times;
-  std::chrono::steady_clock::time_point start;
-  for (auto p : model.parameters())
-    torch::autograd::impl::set_post_acc_grad_hooks(p, std::make_unique<ready_clock>(times, start));
-  std::vector<double> firsts, medians;
-  for (int r = 0; r < runs; ++r) {
-    measured_backward(model, step, with_gradd, device, [&] {
-      times.clear();
-      start = std::chrono::steady_clock::now();
-      return [](auto) { return 0; };
-    });
-    std::sort(times.begin(), times.end());
-    firsts.push_back(times.front());
-    medians.push_back(times[times.size() / 2]);
-  }
-  for (auto p : model.parameters())
-    torch::autograd::impl::set_post_acc_grad_hooks(p, nullptr);
-  std::sort(firsts.begin(), firsts.end());
-  std::sort(medians.begin(), medians.end());
-  return {firsts[firsts.size() / 2], medians[medians.size() / 2]};
-}
-
-std::vector<torch::Tensor> grads(gradd::models::model& model) {
-  std::vector<torch::Tensor> out;
-  for (const auto& p : model.parameters())
-    out.push_back(p.grad().defined() ? p.grad().detach().clone() : torch::Tensor());
-  return out;
-}
-
-/// The largest difference between two sets of gradients, relative to each
-/// stock gradient's largest magnitude; infinite if one is missing.
-double max_rel_diff(const std::vector<torch::Tensor>& stock, const std::vector<torch::Tensor>& mine) {
-  double worst = 0;
-  for (size_t i = 0; i < stock.size(); ++i) {
-    if (stock[i].defined() != mine[i].defined())
-      return INFINITY;
-    if (!stock[i].defined())
-      continue;
-    double scale = std::max(stock[i].abs().max().item<double>(), 1e-30);
-    worst = std::max(worst, (mine[i] - stock[i]).abs().max().item<double>() / scale);
-  }
-  return worst;
-}
-
-/// gradd's gradients against the stock engine's on batch `step`, and the
-/// stock engine's against its own second run (nondeterministic kernels, such
-/// as cuDNN's default convolution backward, make that one non-zero too).
-std::pair<double, double> max_rel_grad_diffs(gradd::models::model& model, int64_t step,
-                                             const torch::Device& device) {
-  timed_backward(model, step, false, device);
-  auto stock = grads(model);
-  timed_backward(model, step, false, device);
-  auto stock_again = grads(model);
-  timed_backward(model, step, true, device);
-  return {max_rel_diff(stock, grads(model)), max_rel_diff(stock, stock_again)};
-}
 
 struct summary {
   double median = 0;

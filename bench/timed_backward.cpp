@@ -1,0 +1,90 @@
+// One backward of a benchmark model, timed or measured (see timed_backward.hpp).
+
+#include "bench/timed_backward.hpp"
+
+#include "bench/peak_memory.hpp"
+
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <torch/csrc/autograd/function_hook.h>
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+namespace gradd::bench {
+
+namespace {
+
+/// Records when each parameter's gradient is accumulated.
+struct ready_clock final : torch::autograd::PostAccumulateGradHook {
+  ready_clock(std::vector<double>& times, std::chrono::steady_clock::time_point& start)
+      : times(times), start(start) {}
+  void operator()(const torch::autograd::Variable&) override {
+    times.push_back(milliseconds_since(start));
+  }
+  std::vector<double>& times;
+  std::chrono::steady_clock::time_point& start;
+};
+
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+} // namespace
+
+void synchronize(const torch::Device& device) {
+  if (!device.is_cuda())
+    return;
+  c10::impl::VirtualGuardImpl cuda(c10::DeviceType::CUDA);
+  cuda.synchronizeStream(cuda.getStream(device));
+}
+
+double milliseconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+backward_time timed_backward(models::model& model, int64_t step, bool with_gradd,
+                             const torch::Device& device) {
+  return measured_backward(model, step, with_gradd, device, [] {
+    return [start = std::chrono::steady_clock::now()](auto returned) {
+      return backward_time{milliseconds_since(start),
+                           std::chrono::duration<double, std::milli>(returned - start).count()};
+    };
+  });
+}
+
+int64_t backward_peak(models::model& model, int64_t step, bool with_gradd,
+                      const torch::Device& device) {
+  std::optional<measure::peak_memory> peak;
+  return measured_backward(model, step, with_gradd, device, [&] {
+    peak.emplace(device);
+    return [&](auto) { return peak->peak_above_start(); };
+  });
+}
+
+std::pair<double, double> gradient_ready_times(models::model& model, int64_t step,
+                                               bool with_gradd, const torch::Device& device,
+                                               int runs) {
+  std::vector<double> times;
+  std::chrono::steady_clock::time_point start;
+  for (auto p : model.parameters())
+    torch::autograd::impl::set_post_acc_grad_hooks(p, std::make_unique<ready_clock>(times, start));
+  std::vector<double> firsts, medians;
+  for (int r = 0; r < runs; ++r) {
+    measured_backward(model, step, with_gradd, device, [&] {
+      times.clear();
+      start = std::chrono::steady_clock::now();
+      return [](auto) { return 0; };
+    });
+    std::sort(times.begin(), times.end());
+    firsts.push_back(times.front());
+    medians.push_back(times[times.size() / 2]);
+  }
+  for (auto p : model.parameters())
+    torch::autograd::impl::set_post_acc_grad_hooks(p, nullptr);
+  return {median_of(firsts), median_of(medians)};
+}
+
+} // namespace gradd::bench

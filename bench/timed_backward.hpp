@@ -1,0 +1,72 @@
+#pragma once
+
+// One backward of a benchmark model, timed or measured, on the stock engine
+// or under gradd: each runs a fresh forward and measures only its backward,
+// its stream waited for on both sides.
+
+#include "engine/gradd.hpp"
+#include "examples/models.hpp"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <utility>
+
+namespace gradd::bench {
+
+/// Waits for the current stream, where every backward ends (gradd's
+/// post-processing, like the stock engine's, makes it wait for the
+/// leaves' streams). Not the whole device: a device-wide synchronize while
+/// a stream actor captures a CUDA graph on its own stream would fail
+/// (docs/design.md, "CUDA graphs").
+void synchronize(const torch::Device& device);
+
+/// Runs one forward + backward of `model` on batch `step` with gradd on or
+/// off (gradd must be enabled). `probe()` is called right before the
+/// backward and returns what to call right after it, with when `backward()`
+/// returned (before the wait for its stream); that call's result is
+/// returned.
+template <class Probe>
+auto measured_backward(models::model& model, int64_t step, bool with_gradd,
+                       const torch::Device& device, Probe probe) {
+  for (auto p : model.parameters())
+    p.mutable_grad() = torch::Tensor();
+  auto loss = model.loss(step);
+  std::optional<disable_guard> off;
+  if (!with_gradd)
+    off.emplace();
+  synchronize(device);
+  auto finish = probe();
+  loss.backward();
+  auto returned = std::chrono::steady_clock::now();
+  synchronize(device);
+  return finish(returned);
+}
+
+/// Milliseconds from `start` to now.
+double milliseconds_since(std::chrono::steady_clock::time_point start);
+
+/// A backward's milliseconds: until its stream was done, and until
+/// `backward()` returned (the CPU's share; the GPU may still run).
+struct backward_time {
+  double ms = 0;
+  double returned_ms = 0;
+};
+
+/// Times one backward (measured_backward).
+backward_time timed_backward(models::model& model, int64_t step, bool with_gradd,
+                             const torch::Device& device);
+
+/// Bytes allocated at the backward's peak beyond what its start held.
+int64_t backward_peak(models::model& model, int64_t step, bool with_gradd,
+                      const torch::Device& device);
+
+/// Median, over `runs` backwards, of when the first and the median
+/// parameter gradient were ready (ms after the backward started).
+std::pair<double, double> gradient_ready_times(models::model& model, int64_t step,
+                                               bool with_gradd, const torch::Device& device,
+                                               int runs);
+
+} // namespace gradd::bench
