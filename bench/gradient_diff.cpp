@@ -22,7 +22,8 @@ std::vector<torch::Tensor> grads(models::model& model) {
 
 /// The largest difference between two sets of gradients, relative to each
 /// stock gradient's largest magnitude; infinite if one is missing.
-double max_rel_diff(const std::vector<torch::Tensor>& stock, const std::vector<torch::Tensor>& mine) {
+double max_rel_diff(const std::vector<torch::Tensor>& stock,
+                    const std::vector<torch::Tensor>& mine) {
   double worst = 0;
   for (size_t i = 0; i < stock.size(); ++i) {
     if (stock[i].defined() != mine[i].defined())

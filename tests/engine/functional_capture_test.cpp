@@ -7,14 +7,12 @@
 // where there is one, on CUDA.
 
 #include "compiler/pass_manager.hpp"
-#include "engine/functional/capture.hpp"
 #include "engine/functional/passes.hpp"
 #include "engine/functional/registry.hpp"
-#include "engine/functional/replay.hpp"
+#include "engine/functional_hooks.hpp"
 #include "engine/grad_check.hpp"
 
 #include <catch2/catch.hpp>
-#include <torch/csrc/autograd/engine.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -27,36 +25,16 @@ namespace {
 
 namespace functional = gradd::engine::functional;
 using gradd::compiler::op_kind;
+using gradd::test::capture_hook;
 using gradd::test::clear_grads;
 using gradd::test::grads_of;
+using gradd::test::hook_scope;
+using gradd::test::replay_hook;
 using gradd::test::require_bitwise_equal;
 using torch::autograd::variable_list;
 
-/// The recording the hooks below write and read.
-std::optional<functional::recording> recording;
-
-variable_list capture_hook(const std::shared_ptr<torch::autograd::Node>& root,
-                           const torch::autograd::GraphTask& task, bool accumulate_grad,
-                           const torch::autograd::edge_list& outputs) {
-  recording = functional::capture(root, task, accumulate_grad, outputs);
-  return recording->gradients;
-}
-
-variable_list replay_hook(const std::shared_ptr<torch::autograd::Node>& root,
-                          const torch::autograd::GraphTask& task, bool accumulate_grad,
-                          const torch::autograd::edge_list& outputs) {
-  return functional::replay(*recording, root, task, accumulate_grad, outputs);
-}
-
-/// Routes every backward of its scope through `fn` instead of the stock engine.
-struct hook_scope {
-  explicit hook_scope(torch::autograd::Engine::compiled_autograd_fn fn) {
-    torch::autograd::Engine::set_compiled_autograd(fn);
-  }
-  ~hook_scope() { torch::autograd::Engine::set_compiled_autograd(nullptr); }
-  hook_scope(const hook_scope&) = delete;
-  hook_scope& operator=(const hook_scope&) = delete;
-};
+/// The recording capture_hook writes and replay_hook reads.
+auto& recording = gradd::test::last_recording();
 
 using batch = std::vector<torch::Tensor>;
 
