@@ -78,6 +78,15 @@ MUTATIONS = [
      [("engine/detail/plan_table.cpp",
        "    if (s == graph_state::pending || (s == graph_state::failed && now < r->retry_at))",
        "    if (s == graph_state::failed && now < r->retry_at)")]),
+    ("functional_replay_sum_swapped", "a replayed gradient sum adds its terms in the other order",
+     [("engine/functional/interpret.cpp",
+       "        sum.add(0, std::move(args[0]), stream, stream, node);\n"
+       "        sum.add(0, std::move(args[1]), stream, stream, node);\n",
+       "        sum.add(0, std::move(args[1]), stream, stream, node);\n"
+       "        sum.add(0, std::move(args[0]), stream, stream, node);\n")]),
+    ("custom_functions_unmarked", "a custom function's functional is recorded as a built-in's",
+     [("engine/functional/recorder.cpp", "bind_functional(fn_name, std::move(fn), is_custom_function);",
+       "bind_functional(fn_name, std::move(fn), false);")]),
     ("compile_sent_during_first_backward", "an async miss sends its compile before the stock engine runs",
      [("engine/detail/backward_hook.cpp",
        "    } else if (config_.compile.mode == compile_mode::sync) {",

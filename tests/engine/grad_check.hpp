@@ -140,23 +140,28 @@ enum class served_by { plan, stock_engine };
 /// from the same `.grad` state; requires bitwise-equal `.grad` of `leaves`
 /// and equal return values, and that plans ran (or, for `stock_engine`,
 /// none did) as the plan trace shows, agreeing with the statistics: plan
-/// runs are the plan-served backwards that no CUDA graph served. Under graphs_under_test() gradd runs with graph_settings and
-/// each run waits for the capture it asked for. Returns the statistics of
-/// the gradd runs.
+/// runs are the plan-served backwards that no CUDA graph served. gradd runs
+/// with `policy` if given, else with sync_settings, or under
+/// graphs_under_test() with graph_settings, each run waiting for the
+/// capture it asked for. Returns the statistics of the gradd runs.
 inline statistics check_against_stock(
     const std::vector<torch::Tensor>& leaves,
     const std::function<std::vector<torch::Tensor>()>& step, int runs = 2,
-    served_by expected = served_by::plan) {
+    served_by expected = served_by::plan, const settings* policy = nullptr) {
+  // Every engine starts from copies of the `.grad` found, laid out as
+  // found: an accumulation in place keeps the layout of the `.grad` it
+  // adds into (a view's storage offset included), so the stock engine on
+  // the originals and gradd on dense clones could differ in layout alone.
   auto initial = grads_of(leaves);
   auto restore = [&] {
     for (size_t i = 0; i < leaves.size(); ++i) {
       auto leaf = leaves[i];
-      leaf.mutable_grad() = initial[i].defined() ? initial[i].clone(at::MemoryFormat::Preserve)
-                                                 : torch::Tensor();
+      leaf.mutable_grad() = initial[i].defined() ? exact_copy(initial[i]) : torch::Tensor();
     }
   };
   std::vector<torch::Tensor> stock_result;
   {
+    restore();
     disable_guard off;
     stock_result = step();
   }
@@ -169,7 +174,9 @@ inline statistics check_against_stock(
     auto trace_before = engine::detail::plan_trace_of_this_thread();
     auto before = stats();
     {
-      enable_guard on{graphs_under_test() ? graph_settings() : sync_settings()};
+      enable_guard on{policy               ? *policy
+                      : graphs_under_test() ? graph_settings()
+                                            : sync_settings()};
       result = step();
     }
     REQUIRE(wait_for_compiles());

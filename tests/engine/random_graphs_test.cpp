@@ -15,14 +15,19 @@
 #include "engine/functional_hooks.hpp"
 #include "engine/grad_check.hpp"
 
+#include <stdlib.h>
+
+#include <cstdlib>
 #include <random>
 #include <sstream>
+#include <string>
 
 namespace {
 
 using gradd::test::check_against_stock;
 using gradd::test::grads_of;
 using gradd::test::require_bitwise_equal;
+using gradd::test::served_by;
 using torch::Tensor;
 
 /// The ops a program draws from. Each keeps values bounded (products go
@@ -241,20 +246,23 @@ std::vector<Tensor> run(const program& p, const program_inputs& inputs) {
   return {};
 }
 
-/// Programs per case: 2 s for all three CPU cases on the 2-core VM (5000
-/// passed there once, 20 s).
+/// Programs per case: 3 s for the CPU cases on the 2-core VM (4000 passed
+/// there once, every case, in 24 s).
 constexpr uint32_t program_count = 400;
 
 /// The first `programs` programs on plans (or graphs), in `dtype` on
-/// `device`; returns how many backwards CUDA graphs served.
-uint64_t check_plans(torch::Device device, torch::Dtype dtype, uint32_t programs = program_count) {
+/// `device`, under `policy` (check_against_stock's default if null);
+/// returns how many backwards CUDA graphs served.
+uint64_t check_plans(torch::Device device, torch::Dtype dtype, uint32_t programs = program_count,
+                     const gradd::settings* policy = nullptr) {
   uint64_t graph_backwards = 0;
   for (uint32_t seed = 0; seed < programs; ++seed) {
     auto p = make_program(seed);
     INFO("program " << seed << ": " << p.describe());
     program_inputs inputs(p, seed, torch::TensorOptions().dtype(dtype).device(device));
-    graph_backwards += check_against_stock(inputs.leaves, [&] { return run(p, inputs); })
-                           .graph_backwards;
+    auto step = [&] { return run(p, inputs); };
+    graph_backwards +=
+        check_against_stock(inputs.leaves, step, 2, served_by::plan, policy).graph_backwards;
   }
   return graph_backwards;
 }
@@ -264,6 +272,32 @@ uint64_t check_plans(torch::Device device, torch::Dtype dtype, uint32_t programs
 TEST_CASE("random graphs: plans give the stock engine's gradients bitwise", "[engine][random]") {
   for (auto dtype : {torch::kFloat32, torch::kFloat64})
     DYNAMIC_SECTION(dtype) { check_plans(torch::kCPU, dtype); }
+}
+
+TEST_CASE("random graphs: gradient_ready_schedule keeps the stock engine's gradients bitwise",
+          "[engine][random][scheduling]") {
+  auto policy = gradd::test::sync_settings();
+  policy.passes.gradient_ready = true;
+  check_plans(torch::kCPU, torch::kFloat32, program_count, &policy);
+}
+
+TEST_CASE("random graphs: plans loaded from cache.dir give the stock engine's gradients",
+          "[engine][random][cache]") {
+  char folder[] = "/tmp/gradd-random-plans-XXXXXX";
+  REQUIRE(::mkdtemp(folder) != nullptr);
+  auto policy = gradd::test::sync_settings();
+  policy.cache.dir = folder;
+  for (uint32_t seed = 0; seed < program_count / 4; ++seed) {
+    auto p = make_program(seed);
+    INFO("program " << seed << ": " << p.describe());
+    program_inputs inputs(p, seed, torch::kFloat32);
+    auto step = [&] { return run(p, inputs); };
+    // Compiled and written; then, gradd reset, read back from the file.
+    check_against_stock(inputs.leaves, step, 1, served_by::plan, &policy);
+    CHECK(check_against_stock(inputs.leaves, step, 1, served_by::plan, &policy).plans_loaded
+          >= 1);
+  }
+  std::system((std::string("rm -rf ") + folder).c_str());
 }
 
 TEST_CASE("random graphs: functional capture and replay give the stock engine's gradients",
