@@ -55,13 +55,17 @@ public:
   }
 
 private:
+  // Never destroyed: tensors held by other statics are freed through
+  // release() at exit, after this file's statics would be gone (an
+  // UndefinedBehaviorSanitizer report in the suite's exit, a recording a
+  // test kept).
   static std::mutex& mutex() {
-    static std::mutex m;
-    return m;
+    static auto* m = new std::mutex;
+    return *m;
   }
   static std::unordered_map<void*, int64_t>& sizes() {
-    static std::unordered_map<void*, int64_t> table;
-    return table;
+    static auto* table = new std::unordered_map<void*, int64_t>;
+    return *table;
   }
 
   static void release(void* data) {

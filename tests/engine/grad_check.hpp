@@ -97,6 +97,28 @@ inline torch::Tensor bits_of(const torch::Tensor& t) {
   }
 }
 
+/// Whether two tensors are the same bits in the same layout (as
+/// require_bitwise_equal checks, without asserting: for threads, where
+/// Catch cannot).
+inline bool bitwise_equal(const torch::Tensor& a, const torch::Tensor& b) {
+  if (a.defined() != b.defined())
+    return false;
+  return !a.defined()
+         || (a.dtype() == b.dtype() && a.device() == b.device() && a.layout() == b.layout()
+             && a.sizes() == b.sizes() && a.strides() == b.strides()
+             && a.storage_offset() == b.storage_offset() && torch::equal(bits_of(a), bits_of(b)));
+}
+
+/// bitwise_equal, element by element of two lists.
+inline bool bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size())
+    return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!bitwise_equal(a[i], b[i]))
+      return false;
+  return true;
+}
+
 /// Checks that two tensors are the same bits in the same layout: dtype,
 /// device, sizes, strides, storage offset and every element's bits; an
 /// undefined tensor matches an undefined one only.

@@ -15,13 +15,18 @@
 #include "engine/functional/passes.hpp"
 #include "engine/functional_hooks.hpp"
 #include "engine/grad_check.hpp"
+#include "watchdog.hpp"
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -350,6 +355,77 @@ TEST_CASE("random graphs: functional capture and replay give the stock engine's 
       require_bitwise_equal(stock_result, result);
     }
   }
+}
+
+TEST_CASE("random graphs on four threads at once, compiled in the background, stay exact",
+          "[engine][random][threads]") {
+  constexpr int threads = 4;
+  constexpr uint32_t programs_each = 60;
+  constexpr uint32_t overlap_step = 30;  // neighbours share 30 programs: concurrent misses
+  constexpr int rounds = 3;
+  struct job {
+    program p;
+    std::unique_ptr<program_inputs> inputs;
+    std::vector<Tensor> initial, expected_grads, expected_result;
+    void restore() const {
+      for (size_t i = 0; i < inputs->leaves.size(); ++i)
+        inputs->leaves[i].mutable_grad() =
+            initial[i].defined() ? gradd::test::exact_copy(initial[i]) : Tensor();
+    }
+  };
+  // Each thread its own leaves; the stock engine's results first, on this
+  // thread, gradd off.
+  gradd::disable();
+  std::vector<std::vector<job>> jobs(threads);
+  uint64_t backwards = 0;
+  for (int t = 0; t < threads; ++t)
+    for (uint32_t i = 0; i < programs_each; ++i) {
+      job j;
+      auto seed = static_cast<uint32_t>(t) * overlap_step + i;
+      j.p = make_program(seed);
+      j.inputs = std::make_unique<program_inputs>(j.p, seed, torch::kFloat32);
+      j.initial = grads_of(j.inputs->leaves);
+      j.expected_result = run(j.p, *j.inputs);
+      j.expected_grads = grads_of(j.inputs->leaves);
+      backwards += rounds * (j.p.form == backward_form::retained_twice ? 2 : 1);
+      jobs[t].push_back(std::move(j));
+    }
+
+  gradd::reset();
+  gradd::enable_guard on;  // the default policy: compiles in the background
+  gradd::test::watchdog guard{std::chrono::seconds(240)};
+  std::mutex first_mismatch_mutex;
+  std::string first_mismatch;
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      for (int round = 0; round < rounds; ++round)
+        for (const auto& j : jobs[t]) {
+          j.restore();
+          auto result = run(j.p, *j.inputs);
+          auto grads = grads_of(j.inputs->leaves);
+          bool same = gradd::test::bitwise_equal(j.expected_result, result)
+                      && gradd::test::bitwise_equal(j.expected_grads, grads);
+          if (same)
+            continue;
+          ++mismatches;
+          std::lock_guard lock(first_mismatch_mutex);
+          if (first_mismatch.empty())
+            first_mismatch = "thread " + std::to_string(t) + ", round " + std::to_string(round)
+                             + ": " + j.p.describe();
+        }
+    });
+  for (auto& w : workers)
+    w.join();
+  INFO(first_mismatch);
+  CHECK(mismatches == 0);
+  REQUIRE(gradd::wait_for_compiles());
+  auto s = gradd::stats();
+  CHECK(s.backwards == backwards);
+  CHECK(s.raised_backwards == 0);
+  CHECK(s.plan_backwards > 0);
+  CHECK(s.plan_backwards + s.eager_backwards == backwards);
 }
 
 TEST_CASE("random graphs: CUDA graphs give the stock engine's gradients bitwise",

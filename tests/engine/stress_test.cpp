@@ -4,43 +4,15 @@
 // watchdog aborts the run past its bound), and the counters add up.
 
 #include "engine/grad_check.hpp"
+#include "watchdog.hpp"
 
 #include <atomic>
-#include <cstdio>
-#include <cstdlib>
 #include <random>
 #include <thread>
 
 namespace {
 
 using torch::Tensor;
-
-/// Aborts the process if not disarmed within `bound`: a hang must fail.
-class watchdog {
-public:
-  explicit watchdog(std::chrono::seconds bound)
-      : thread_([this, bound] {
-          std::unique_lock lock(mutex_);
-          if (!done_cv_.wait_for(lock, bound, [this] { return done_; })) {
-            std::fprintf(stderr, "watchdog: the stress test hung\n");
-            std::abort();
-          }
-        }) {}
-  ~watchdog() {
-    {
-      std::lock_guard lock(mutex_);
-      done_ = true;
-    }
-    done_cv_.notify_all();
-    thread_.join();
-  }
-
-private:
-  std::mutex mutex_;
-  std::condition_variable done_cv_;
-  bool done_ = false;
-  std::thread thread_;
-};
 
 /// A float32 MLP with a tensor hook, its depth set per worker.
 struct worker_model {
@@ -85,7 +57,7 @@ TEST_CASE("backwards stay exact while other threads switch gradd every way",
     expected.push_back(models[w].step());  // gradd is off: the stock engine
   }
   gradd::reset();
-  watchdog guard{std::chrono::seconds(240)};
+  gradd::test::watchdog guard{std::chrono::seconds(240)};
   std::atomic<int> mismatches{0};
   std::atomic<bool> done{false};
   std::vector<std::thread> threads;
