@@ -2,6 +2,8 @@
 
 import torch
 
+import gradd
+
 SYNC = "compile:\n  mode: sync\n"  # every backward, the first included, by a plan
 
 _SAME_WIDTH_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -28,3 +30,30 @@ def bits_equal(a, b):
 
 def all_bits_equal(expected, actual):
     return len(expected) == len(actual) and all(bits_equal(a, b) for a, b in zip(expected, actual))
+
+
+def check(sync_policy, leaves, step, runs=2, backwards=1):
+    """Runs `step` on the stock engine, then `runs` times under gradd from the
+    same .grad state; requires equal .grad, equal results (tensors or
+    events), and that plans served every gradd run (`backwards` backwards a
+    step)."""
+    initial = [None if t.grad is None else t.grad.clone() for t in leaves]
+
+    def restore():
+        for t, g in zip(leaves, initial):
+            t.grad = None if g is None else g.clone()
+
+    restore()
+    stock_result = step()
+    stock_grads = [None if t.grad is None else t.grad.clone() for t in leaves]
+    for _ in range(runs):
+        restore()
+        before = gradd.stats()["plan_backwards"]
+        with gradd.enabled(sync_policy):
+            result = step()
+        assert gradd.stats()["plan_backwards"] == before + backwards, gradd.stats()
+        assert all_bits_equal(stock_grads, [t.grad for t in leaves])
+        assert len(result) == len(stock_result)
+        for a, b in zip(stock_result, result):
+            assert bits_equal(a, b) if isinstance(a, torch.Tensor) else a == b
+    assert gradd.stats()["eager_backwards"] == 0

@@ -6,33 +6,7 @@ import pytest
 import torch
 
 import gradd
-from checks import all_bits_equal, bits_equal
-
-
-def check(sync_policy, leaves, step, runs=2):
-    """Runs `step` on the stock engine, then `runs` times under gradd from the
-    same .grad state; requires equal .grad, equal results (tensors or
-    events), and that plans served every gradd run."""
-    initial = [None if t.grad is None else t.grad.clone() for t in leaves]
-
-    def restore():
-        for t, g in zip(leaves, initial):
-            t.grad = None if g is None else g.clone()
-
-    restore()
-    stock_result = step()
-    stock_grads = [None if t.grad is None else t.grad.clone() for t in leaves]
-    for _ in range(runs):
-        restore()
-        before = gradd.stats()["plan_backwards"]
-        with gradd.enabled(sync_policy):
-            result = step()
-        assert gradd.stats()["plan_backwards"] == before + 1, gradd.stats()
-        assert all_bits_equal(stock_grads, [t.grad for t in leaves])
-        assert len(result) == len(stock_result)
-        for a, b in zip(stock_result, result):
-            assert bits_equal(a, b) if isinstance(a, torch.Tensor) else a == b
-    assert gradd.stats()["eager_backwards"] == 0
+from checks import check
 
 
 def leaves(*shapes, seed=7):
