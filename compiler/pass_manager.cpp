@@ -5,7 +5,6 @@
 
 #include "compiler/dot.hpp"
 
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -81,12 +80,10 @@ void pass_manager::dump(const graph& g, const std::string& prefix, size_t step,
                         const char* name) const {
   if (dump_folder_.empty())
     return;
-  std::error_code ignored;
-  std::filesystem::create_directories(dump_folder_, ignored);
-  auto base = std::filesystem::path(dump_folder_)
-              / (prefix + "." + std::to_string(step) + "." + name);
-  std::ofstream(base.string() + ".txt") << g;
-  std::ofstream(base.string() + ".dot") << to_dot(g);
+  // The folder was made when the settings were enabled (check_usable).
+  auto base = dump_folder_ + "/" + prefix + "." + std::to_string(step) + "." + name;
+  std::ofstream(base + ".txt") << g;
+  std::ofstream(base + ".dot") << to_dot(g);
 }
 
 } // namespace gradd::compiler

@@ -22,7 +22,8 @@ public:
   explicit pass_manager(const std::string& pipeline);
 
   /// Writes `<prefix>.<step>.<pass>.txt` and `.dot` after each pass (and
-  /// `<prefix>.0.capture.*` before the first) into `folder`; "" turns it off.
+  /// `<prefix>.0.capture.*` before the first) into `folder`, which must
+  /// exist (enabling settings makes logging.ir_dump_dir); "" turns it off.
   void dump_to(std::string folder) { dump_folder_ = std::move(folder); }
 
   /// Runs the passes over `g`, calling `checkpoint` (when set) before each

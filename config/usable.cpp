@@ -11,16 +11,37 @@
 #include "config/loader.hpp"
 #include "config/schema.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
-#include <filesystem>
 #include <system_error>
 
 namespace gradd {
 
 namespace {
+
+/// Creates `folder` and its missing parents; returns 0 or the errno of the
+/// step that failed (ENOTDIR where a file is in the way). POSIX calls, not
+/// std::filesystem: libtorch.so exports an older build of it, which
+/// gradd's calls would bind to (README, Limits).
+int make_folders(const std::string& folder) {
+  for (auto end = folder.find('/', 1);; end = folder.find('/', end + 1)) {
+    auto prefix = folder.substr(0, end);
+    if (::mkdir(prefix.c_str(), 0777) != 0) {
+      if (errno != EEXIST)
+        return errno;
+      struct stat found {};
+      if (::stat(prefix.c_str(), &found) != 0)
+        return errno;
+      if (!S_ISDIR(found.st_mode))
+        return ENOTDIR;
+    }
+    if (end == std::string::npos)
+      return 0;
+  }
+}
 
 /// Makes sure `folder` (policy key `key`) is a directory gradd can write in,
 /// creating it if missing.
@@ -31,16 +52,12 @@ void check_writable_folder(const settings& s, const std::string& key, const std:
     throw config_error(s.source.empty() ? "<settings>" : s.source, 0, key,
                        config::quoted(folder) + " " + why);
   };
-  std::error_code error;
-  auto found = std::filesystem::status(folder, error);
-  if (std::filesystem::exists(found) && !std::filesystem::is_directory(found))
+  struct stat found {};
+  if (::stat(folder.c_str(), &found) == 0 && !S_ISDIR(found.st_mode))
     refuse("is not a directory");
-  if (!std::filesystem::exists(found)) {
-    std::filesystem::create_directories(folder, error);
-    if (error)
-      refuse("cannot be created: " + error.message());
-  }
-  auto probe = (std::filesystem::path(folder) / ".gradd-write-check-XXXXXX").string();
+  if (int error = make_folders(folder))
+    refuse("cannot be created: " + std::generic_category().message(error));
+  auto probe = folder + "/.gradd-write-check-XXXXXX";
   int fd = ::mkstemp(probe.data());
   if (fd < 0)
     refuse("is not writable: " + std::generic_category().message(errno));

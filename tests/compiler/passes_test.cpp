@@ -7,7 +7,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <fstream>
 #include <sstream>
+#include <string>
 
 namespace {
 
@@ -303,4 +308,25 @@ TEST_CASE("the default pipeline leaves lowered node-level IR in stock order", "[
   pass_manager("default").run(g);
   CHECK(order(g) == lowered);
   CHECK_THAT(to_dot(g), Catch::Contains("op0 -> op1"));
+}
+
+TEST_CASE("the pass manager dumps text and DOT after capture and after each pass",
+          "[compiler][passes]") {
+  char folder[] = "/tmp/gradd-ir-dump-XXXXXX";
+  REQUIRE(::mkdtemp(folder) != nullptr);
+  auto g = hooks_at_the_end();
+  pass_manager pm("reorder_tensor_pre_hook_nodes,dce");
+  pm.dump_to(folder);
+  pm.run(g, "graph_7");
+  auto read = [&](const std::string& name) {
+    std::ifstream in(std::string(folder) + "/" + name);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  for (const char* step : {"0.capture", "1.reorder_tensor_pre_hook_nodes", "2.dce"}) {
+    INFO("step " << step);
+    CHECK_THAT(read(std::string("graph_7.") + step + ".txt"), Catch::Contains("tensor_pre_hook"));
+    CHECK_THAT(read(std::string("graph_7.") + step + ".dot"), Catch::StartsWith("digraph gradd"));
+  }
+  CHECK(read("graph_7.2.dce.txt") == to_text(g));
+  std::system((std::string("rm -rf ") + folder).c_str());
 }
