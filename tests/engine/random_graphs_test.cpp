@@ -1,16 +1,17 @@
-// Random backward graphs against the stock engine, bitwise: plans, the
-// functional capture and replay CUDA graphs are recorded from, and (on the
-// GPU) CUDA graphs.
+// Random backward graphs against the stock engine, bitwise: plans (with and
+// without gradient_ready_schedule, compiled or read back from cache.dir, on
+// one thread or four), the functional capture and replay CUDA graphs are
+// recorded from, and (on the GPU) CUDA graphs.
 //
 // A seed makes a program: leaves (one non-contiguous, some holding a
 // `.grad` already), a list of ops drawn from a table over any earlier value
 // (so values fan out and their gradients are summed, often three terms or
 // more, whose float value depends on the order they are added in), and the
 // form of the backward (backward() of a weighted sum, several roots,
-// autograd::grad of some leaves and an intermediate, backward with inputs).
-// The program runs once per engine on the same leaves and constants; the
-// constants are drawn from a data seed, so a replay can see new data in the
-// same structure.
+// autograd::grad of a leaf and an intermediate, backward with inputs, a
+// retained graph run twice). The program runs once per engine on the same
+// leaves and constants; the constants are drawn from a data seed, so a
+// replay can see new data in the same structure.
 
 #include "engine/functional/passes.hpp"
 #include "engine/functional_hooks.hpp"
