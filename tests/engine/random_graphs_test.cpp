@@ -274,6 +274,46 @@ uint64_t check_plans(torch::Device device, torch::Dtype dtype, uint32_t programs
   return graph_backwards;
 }
 
+/// A program with its own leaves and the stock engine's results for them,
+/// computed at construction (gradd out of the way): for loops that check
+/// runs off the main thread or across a whole policy, where
+/// check_against_stock's reset per program would not do.
+struct prepared_program {
+  explicit prepared_program(uint32_t seed)
+      : p(make_program(seed)),
+        inputs(std::make_unique<program_inputs>(p, seed, torch::kFloat32)),
+        initial(grads_of(inputs->leaves)) {
+    gradd::disable_guard stock_engine;
+    restore();
+    expected_result = run(p, *inputs);
+    expected_grads = grads_of(inputs->leaves);
+  }
+
+  /// Backwards one run makes.
+  uint64_t backwards() const { return p.form == backward_form::retained_twice ? 2 : 1; }
+
+  /// Runs the program from the `.grad` it started with; whether its results
+  /// and `.grad` are the stock engine's, bitwise. Asserts nothing, so that
+  /// threads may call it.
+  bool runs_as_on_the_stock_engine() const {
+    restore();
+    auto result = run(p, *inputs);
+    return gradd::test::bitwise_equal(expected_result, result)
+           && gradd::test::bitwise_equal(expected_grads, grads_of(inputs->leaves));
+  }
+
+  /// Sets each leaf's `.grad` to an exact copy of the one it started with.
+  void restore() const {
+    for (size_t i = 0; i < inputs->leaves.size(); ++i)
+      inputs->leaves[i].mutable_grad() =
+          initial[i].defined() ? gradd::test::exact_copy(initial[i]) : Tensor();
+  }
+
+  program p;
+  std::unique_ptr<program_inputs> inputs;  // stable: leaves outlive moves of the vector
+  std::vector<Tensor> initial, expected_result, expected_grads;
+};
+
 } // namespace
 
 TEST_CASE("random graphs: plans give the stock engine's gradients bitwise", "[engine][random]") {
@@ -364,32 +404,13 @@ TEST_CASE("random graphs on four threads at once, compiled in the background, st
   constexpr uint32_t programs_each = 60;
   constexpr uint32_t overlap_step = 30;  // neighbours share 30 programs: concurrent misses
   constexpr int rounds = 3;
-  struct job {
-    program p;
-    std::unique_ptr<program_inputs> inputs;
-    std::vector<Tensor> initial, expected_grads, expected_result;
-    void restore() const {
-      for (size_t i = 0; i < inputs->leaves.size(); ++i)
-        inputs->leaves[i].mutable_grad() =
-            initial[i].defined() ? gradd::test::exact_copy(initial[i]) : Tensor();
-    }
-  };
-  // Each thread its own leaves; the stock engine's results first, on this
-  // thread, gradd off.
-  gradd::disable();
-  std::vector<std::vector<job>> jobs(threads);
+  // Each thread its own leaves.
+  std::vector<std::vector<prepared_program>> jobs(threads);
   uint64_t backwards = 0;
   for (int t = 0; t < threads; ++t)
     for (uint32_t i = 0; i < programs_each; ++i) {
-      job j;
-      auto seed = static_cast<uint32_t>(t) * overlap_step + i;
-      j.p = make_program(seed);
-      j.inputs = std::make_unique<program_inputs>(j.p, seed, torch::kFloat32);
-      j.initial = grads_of(j.inputs->leaves);
-      j.expected_result = run(j.p, *j.inputs);
-      j.expected_grads = grads_of(j.inputs->leaves);
-      backwards += rounds * (j.p.form == backward_form::retained_twice ? 2 : 1);
-      jobs[t].push_back(std::move(j));
+      jobs[t].emplace_back(static_cast<uint32_t>(t) * overlap_step + i);
+      backwards += rounds * jobs[t].back().backwards();
     }
 
   gradd::reset();
@@ -402,19 +423,14 @@ TEST_CASE("random graphs on four threads at once, compiled in the background, st
   for (int t = 0; t < threads; ++t)
     workers.emplace_back([&, t] {
       for (int round = 0; round < rounds; ++round)
-        for (const auto& j : jobs[t]) {
-          j.restore();
-          auto result = run(j.p, *j.inputs);
-          auto grads = grads_of(j.inputs->leaves);
-          bool same = gradd::test::bitwise_equal(j.expected_result, result)
-                      && gradd::test::bitwise_equal(j.expected_grads, grads);
-          if (same)
+        for (const auto& job : jobs[t]) {
+          if (job.runs_as_on_the_stock_engine())
             continue;
           ++mismatches;
           std::lock_guard lock(first_mismatch_mutex);
           if (first_mismatch.empty())
             first_mismatch = "thread " + std::to_string(t) + ", round " + std::to_string(round)
-                             + ": " + j.p.describe();
+                             + ": " + job.p.describe();
         }
     });
   for (auto& w : workers)
@@ -427,6 +443,28 @@ TEST_CASE("random graphs on four threads at once, compiled in the background, st
   CHECK(s.raised_backwards == 0);
   CHECK(s.plan_backwards > 0);
   CHECK(s.plan_backwards + s.eager_backwards == backwards);
+}
+
+TEST_CASE("random graphs: plans evicted under cache.max_plans and compiled again stay exact",
+          "[engine][random][cache]") {
+  constexpr uint32_t programs = 40;
+  constexpr int rounds = 3;
+  std::vector<prepared_program> jobs;
+  for (uint32_t seed = 0; seed < programs; ++seed)
+    jobs.emplace_back(seed);
+  auto policy = gradd::test::sync_settings();
+  policy.cache.max_plans = 8;
+  gradd::reset();
+  gradd::enable_guard on{policy};
+  for (int round = 0; round < rounds; ++round)
+    for (const auto& job : jobs) {
+      INFO("round " << round << ", program " << job.p.describe());
+      REQUIRE(job.runs_as_on_the_stock_engine());
+    }
+  auto s = gradd::stats();
+  CHECK(s.plans <= 8);
+  CHECK(s.compiles > programs);  // evicted structures compiled again
+  CHECK(s.eager_backwards == 0);
 }
 
 TEST_CASE("random graphs: CUDA graphs give the stock engine's gradients bitwise",
