@@ -9,7 +9,7 @@
 // more, whose float value depends on the order they are added in), and the
 // form of the backward (backward() of a weighted sum, several roots,
 // autograd::grad of a leaf and an intermediate, backward with inputs, a
-// retained graph run twice). The program runs once per engine on the same
+// retained graph run again by backward() or by autograd::grad). The program runs once per engine on the same
 // leaves and constants; the constants are drawn from a data seed, so a
 // replay can see new data in the same structure.
 
@@ -88,12 +88,19 @@ enum class backward_form {
   grad_of_some,
   backward_with_inputs,
   retained_twice,  ///< backward(retain_graph) and then backward() again
+  retained_then_grad,  ///< backward(retain_graph), then autograd::grad as grad_of_some
 };
-constexpr int form_count = static_cast<int>(backward_form::retained_twice) + 1;
+constexpr int form_count = static_cast<int>(backward_form::retained_then_grad) + 1;
+
+/// Whether a program of `form` makes two backwards.
+bool retains(backward_form form) {
+  return form == backward_form::retained_twice || form == backward_form::retained_then_grad;
+}
 
 const char* name_of(backward_form form) {
   static const char* names[form_count] = {"weighted_sum", "several_roots", "grad_of_some",
-                                          "backward_with_inputs", "retained_twice"};
+                                          "backward_with_inputs", "retained_twice",
+                                          "retained_then_grad"};
   return names[static_cast<int>(form)];
 }
 
@@ -148,7 +155,7 @@ program make_program(uint32_t seed) {
   for (size_t i = 0; i < p.outputs.size(); ++i)
     p.weights.push_back(std::uniform_real_distribution<double>(0.5, 2.0)(random));
   p.form = static_cast<backward_form>(below(form_count));
-  if (p.form == backward_form::grad_of_some) {
+  if (p.form == backward_form::grad_of_some || p.form == backward_form::retained_then_grad) {
     p.wrt = {below(p.leaves), p.leaves + below(values - p.leaves)};  // a leaf, an intermediate
   } else if (p.form == backward_form::backward_with_inputs) {
     for (size_t leaf = 0; leaf < p.leaves; ++leaf)
@@ -249,6 +256,9 @@ std::vector<Tensor> run(const program& p, const program_inputs& inputs) {
       loss.backward({}, /*retain_graph=*/true);
       loss.backward();
       return {};
+    case backward_form::retained_then_grad:
+      loss.backward({}, /*retain_graph=*/true);
+      return torch::autograd::grad({loss}, wrt, {}, std::nullopt, false, /*allow_unused=*/true);
   }
   return {};
 }
@@ -290,7 +300,7 @@ struct prepared_program {
   }
 
   /// Backwards one run makes.
-  uint64_t backwards() const { return p.form == backward_form::retained_twice ? 2 : 1; }
+  uint64_t backwards() const { return retains(p.form) ? 2 : 1; }
 
   /// Runs the program from the `.grad` it started with; whether its results
   /// and `.grad` are the stock engine's, bitwise. Asserts nothing, so that
@@ -354,7 +364,7 @@ TEST_CASE("random graphs: functional capture and replay give the stock engine's 
     auto p = make_program(seed);
     // Two backwards of two structures (retain_graph is part of one): one
     // recording replays neither pair.
-    if (p.form == backward_form::retained_twice)
+    if (retains(p.form))
       continue;
     INFO("program " << seed << ": " << p.describe());
     auto options = torch::TensorOptions().dtype(torch::kFloat32);
