@@ -63,7 +63,8 @@ OPS = {
     "python_function": lambda a, b, x: ScaleRows.apply(a, b),
     "tensor_hook": _hooked,
 }
-FORMS = ["backward", "several_roots", "grad_of_some", "backward_with_inputs", "retained_twice"]
+FORMS = ["backward", "several_roots", "grad_of_some", "backward_with_inputs", "retained_twice",
+         "retained_then_grad"]
 
 
 class Program:
@@ -84,7 +85,7 @@ class Program:
         self.weights = [r.uniform(0.5, 2.0) for _ in self.outputs]
         self.form = r.choice(FORMS)
         self.wrt = []
-        if self.form == "grad_of_some":
+        if self.form in ("grad_of_some", "retained_then_grad"):
             self.wrt = [r.randrange(self.leaves), r.randrange(self.leaves, values)]
         elif self.form == "backward_with_inputs":
             self.wrt = [i for i in range(self.leaves) if r.random() < 0.5 or i == self.leaves - 1]
@@ -102,7 +103,7 @@ class Program:
         return f"{ops}; outputs {self.outputs}, {self.form}, wrt {self.wrt}"
 
     def backwards(self):
-        return 2 if self.form == "retained_twice" else 1
+        return 2 if self.form.startswith("retained") else 1
 
     def run(self):
         """Forward and backward; returns what autograd.grad returned, if called."""
@@ -120,9 +121,12 @@ class Program:
             return list(torch.autograd.grad(loss, wrt, allow_unused=True))
         elif self.form == "backward_with_inputs":
             loss.backward(inputs=wrt)
-        else:
+        elif self.form == "retained_twice":
             loss.backward(retain_graph=True)
             loss.backward()
+        else:
+            loss.backward(retain_graph=True)
+            return list(torch.autograd.grad(loss, wrt, allow_unused=True))
         return []
 
 
