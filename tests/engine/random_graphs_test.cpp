@@ -91,6 +91,56 @@ struct prepared_program {
   std::vector<Tensor> initial, expected_result, expected_grads;
 };
 
+/// The first `programs` programs through functional capture and replay (the
+/// recordings CUDA graphs are captured from) on `device`, float32: each
+/// captured on one draw of the constants and replayed on others (the same
+/// structure with other values), the last time after the pass pipeline a
+/// stream actor runs before it captures a CUDA graph; every run against
+/// the stock engine.
+void check_functional(torch::Device device, uint32_t programs) {
+  for (uint32_t seed = 0; seed < programs; ++seed) {
+    auto p = make_program(seed);
+    // Two backwards of two structures (retain_graph is part of one): one
+    // recording replays neither pair.
+    if (retains(p.form))
+      continue;
+    INFO("program " << seed << ": " << p.describe());
+    auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
+    program_inputs inputs(p, seed, options);
+    auto initial = grads_of(inputs.leaves);
+    for (uint32_t data : {0u, 1u, 2u}) {
+      const char* run_kind = data == 0 ? "capture" : data == 1 ? "replay" : "after passes";
+      INFO("data seed " << data << " (" << run_kind << ")");
+      if (data == 2)
+        gradd::engine::functional::run_passes(*last_recording(), "default,gradient_ready_schedule");
+      program_inputs drawn(p, 1000 + seed * 10 + data, options);
+      inputs.permutation = drawn.permutation;
+      inputs.mask = drawn.mask;
+      if (data > 0) {
+        torch::NoGradGuard as_an_optimizer_step;
+        for (auto& leaf : inputs.leaves)
+          leaf.add_(0.125);
+      }
+      auto restore = [&] {
+        for (size_t i = 0; i < inputs.leaves.size(); ++i)
+          inputs.leaves[i].mutable_grad() =
+              initial[i].defined() ? exact_copy(initial[i]) : Tensor();
+      };
+      restore();
+      auto stock_result = run(p, inputs);
+      auto stock_grads = grads_of(inputs.leaves);
+      restore();
+      std::vector<Tensor> result;
+      {
+        hook_scope on(data == 0 ? &capture_hook : &replay_hook);
+        result = run(p, inputs);
+      }
+      require_bitwise_equal(stock_grads, grads_of(inputs.leaves));
+      require_bitwise_equal(stock_result, result);
+    }
+  }
+}
+
 } // namespace
 
 TEST_CASE("random graphs: plans give the stock engine's gradients bitwise", "[engine][random]") {
@@ -126,53 +176,16 @@ TEST_CASE("random graphs: plans loaded from cache.dir give the stock engine's gr
 
 TEST_CASE("random graphs: functional capture and replay give the stock engine's gradients",
           "[engine][functional][random]") {
-  using gradd::test::hook_scope;
-  for (uint32_t seed = 0; seed < program_count; ++seed) {
-    auto p = make_program(seed);
-    // Two backwards of two structures (retain_graph is part of one): one
-    // recording replays neither pair.
-    if (retains(p.form))
-      continue;
-    INFO("program " << seed << ": " << p.describe());
-    auto options = torch::TensorOptions().dtype(torch::kFloat32);
-    program_inputs inputs(p, seed, options);
-    auto initial = grads_of(inputs.leaves);
-    // Captured on one draw of the constants, replayed on others (the same
-    // structure with other values), the last one after the pass pipeline
-    // a stream actor runs before it captures a CUDA graph: each against the
-    // stock engine.
-    for (uint32_t data : {0u, 1u, 2u}) {
-      INFO("data seed " << data
-                        << (data == 0 ? " (capture)" : data == 1 ? " (replay)" : " (after passes)"));
-      if (data == 2)
-        gradd::engine::functional::run_passes(*gradd::test::last_recording(),
-                                              "default,gradient_ready_schedule");
-      program_inputs drawn(p, 1000 + seed * 10 + data, options);
-      inputs.permutation = drawn.permutation;
-      inputs.mask = drawn.mask;
-      if (data > 0) {
-        torch::NoGradGuard as_an_optimizer_step;
-        for (auto& leaf : inputs.leaves)
-          leaf.add_(0.125);
-      }
-      auto restore = [&] {
-        for (size_t i = 0; i < inputs.leaves.size(); ++i)
-          inputs.leaves[i].mutable_grad() =
-              initial[i].defined() ? gradd::test::exact_copy(initial[i]) : Tensor();
-      };
-      restore();
-      auto stock_result = run(p, inputs);
-      auto stock_grads = grads_of(inputs.leaves);
-      restore();
-      std::vector<Tensor> result;
-      {
-        hook_scope on(data == 0 ? &gradd::test::capture_hook : &gradd::test::replay_hook);
-        result = run(p, inputs);
-      }
-      require_bitwise_equal(stock_grads, grads_of(inputs.leaves));
-      require_bitwise_equal(stock_result, result);
-    }
+  check_functional(torch::kCPU, program_count);
+}
+
+TEST_CASE("random graphs: functional capture and replay on CUDA give the stock engine's gradients",
+          "[engine][functional][random][cuda]") {
+  if (!torch::cuda::is_available()) {
+    WARN("CUDA not available: skipped");
+    return;
   }
+  check_functional(torch::kCUDA, program_count / 4);
 }
 
 TEST_CASE("random graphs on four threads at once, compiled in the background, stay exact",
