@@ -45,6 +45,14 @@ const char* to_string(input_kind kind) noexcept {
   return "?";
 }
 
+std::string kind_text(const op& o) {
+  std::string text = to_string(o.kind);
+  std::string what = o.kind == op_kind::graph_input ? to_string(o.input) : o.target;
+  if (!what.empty())
+    text += "[" + what + "]";
+  return text;
+}
+
 namespace {
 
 void print_values(std::ostream& out, const std::vector<value_id>& values) {
@@ -67,15 +75,6 @@ void print_meta(std::ostream& out, const tensor_meta& meta) {
   for (size_t i = 0; i < meta.sizes.size(); ++i)
     out << (i > 0 ? ", " : "") << meta.sizes[i];
   out << "]@" << meta.device;
-}
-
-/// Writes `kind[what]`: the input kind, node type or functional.
-void print_kind(std::ostream& out, const op& o) {
-  out << to_string(o.kind);
-  if (o.kind == op_kind::graph_input)
-    out << '[' << to_string(o.input) << ']';
-  else if (!o.target.empty())
-    out << '[' << o.target << ']';
 }
 
 /// Number of args and results an op kind requires, -1 where any count goes.
@@ -108,7 +107,7 @@ std::ostream& operator<<(std::ostream& out, const graph& g) {
       print_values(out, o.results);
       out << " = ";
     }
-    print_kind(out, o);
+    out << kind_text(o);
     out << '(';
     print_values(out, o.args);
     out << ')';
@@ -152,9 +151,7 @@ bool verify(const graph& g, std::ostream* why) {
   auto fail = [&](size_t op_index, const std::string& what) {
     if (why) {
       const auto& o = g.ops[op_index];
-      *why << "op " << op_index << " (";
-      print_kind(*why, o);
-      *why << "): " << what;
+      *why << "op " << op_index << " (" << kind_text(o) << "): " << what;
     }
     return true;
   };

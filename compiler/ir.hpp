@@ -127,6 +127,11 @@ struct op {
   friend bool operator==(const op&, const op&) = default;
 };
 
+/// The op as the text form names it: `kind[target]`, a graph input's kind
+/// in place of the target (`graph_input[tensor]`), `kind` alone where
+/// there is neither.
+std::string kind_text(const op& o);
+
 /// A captured backward. Invariants are checked by `verify`.
 struct graph {
   std::vector<node_info> nodes;

@@ -40,16 +40,11 @@ struct builder {
   }
 };
 
-/// The op order, one "kind[target]@node" per op (a graph input's kind in
-/// place of the target).
+/// The op order, one "kind[target]@node" per op (kind_text).
 std::string order(const graph& g) {
   std::string out;
   for (const auto& o : g.ops) {
-    out += to_string(o.kind);
-    if (o.kind == op_kind::graph_input)
-      out += std::string("[") + to_string(o.input) + "]";
-    else if (!o.target.empty())
-      out += "[" + o.target + "]";
+    out += kind_text(o);
     if (o.node != no_node)
       out += "@" + std::to_string(o.node);
     out += "\n";

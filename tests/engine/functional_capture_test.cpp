@@ -31,6 +31,7 @@ using gradd::test::grads_of;
 using gradd::test::hook_scope;
 using gradd::test::replay_hook;
 using gradd::test::require_bitwise_equal;
+using gradd::test::set_grads;
 using torch::autograd::variable_list;
 
 /// The recording capture_hook writes and replay_hook reads.
@@ -100,15 +101,6 @@ model make_in_place_view(torch::Dtype dtype, torch::Device device) {
     return (y * y).sum();
   };
   return {layer->parameters(), batch_maker(dtype, device, 6, 5), loss};
-}
-
-/// Sets each parameter's `.grad` to a copy of `grads[i]` (none if undefined).
-void set_grads(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads) {
-  for (size_t i = 0; i < params.size(); ++i) {
-    auto p = params[i];
-    p.mutable_grad() =
-        grads[i].defined() ? grads[i].clone(at::MemoryFormat::Preserve) : torch::Tensor();
-  }
 }
 
 /// Runs backward() of `m` on `b`, on the stock engine and then through

@@ -82,6 +82,18 @@ inline std::vector<torch::Tensor> grads_of(const std::vector<torch::Tensor>& ten
   return grads;
 }
 
+/// Sets each tensor's `.grad` to an exact copy of `grads[i]` (none where
+/// it is undefined): every engine under comparison starts from the same
+/// `.grad`, laid out the same (an accumulation in place keeps the layout
+/// of the `.grad` it adds into, a view's storage offset included).
+inline void set_grads(const std::vector<torch::Tensor>& tensors,
+                      const std::vector<torch::Tensor>& grads) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    auto t = tensors[i];
+    t.mutable_grad() = grads[i].defined() ? exact_copy(grads[i]) : torch::Tensor();
+  }
+}
+
 /// The elements of `t` as integers of their width, on the CPU: equal bits
 /// compare equal (a NaN equals itself), different bits do not (-0.0 is not
 /// 0.0).
@@ -170,20 +182,13 @@ inline statistics check_against_stock(
     const std::vector<torch::Tensor>& leaves,
     const std::function<std::vector<torch::Tensor>()>& step, int runs = 2,
     served_by expected = served_by::plan, const settings* policy = nullptr) {
-  // Every engine starts from copies of the `.grad` found, laid out as
-  // found: an accumulation in place keeps the layout of the `.grad` it
-  // adds into (a view's storage offset included), so the stock engine on
-  // the originals and gradd on dense clones could differ in layout alone.
+  // Every engine starts from copies of the `.grad` found (set_grads): the
+  // stock engine on the originals and gradd on dense clones could differ
+  // in layout alone.
   auto initial = grads_of(leaves);
-  auto restore = [&] {
-    for (size_t i = 0; i < leaves.size(); ++i) {
-      auto leaf = leaves[i];
-      leaf.mutable_grad() = initial[i].defined() ? exact_copy(initial[i]) : torch::Tensor();
-    }
-  };
   std::vector<torch::Tensor> stock_result;
   {
-    restore();
+    set_grads(leaves, initial);
     disable_guard off;
     stock_result = step();
   }
@@ -191,7 +196,7 @@ inline statistics check_against_stock(
   reset();
   for (int r = 0; r < runs; ++r) {
     INFO("gradd run " << r);
-    restore();
+    set_grads(leaves, initial);
     std::vector<torch::Tensor> result;
     auto trace_before = engine::detail::plan_trace_of_this_thread();
     auto before = stats();

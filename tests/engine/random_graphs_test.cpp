@@ -61,7 +61,7 @@ struct prepared_program {
         inputs(std::make_unique<program_inputs>(p, seed, torch::kFloat32)),
         initial(grads_of(inputs->leaves)) {
     gradd::disable_guard stock_engine;
-    restore();
+    set_grads(inputs->leaves, initial);
     expected_result = run(p, *inputs);
     expected_grads = grads_of(inputs->leaves);
   }
@@ -73,17 +73,10 @@ struct prepared_program {
   /// and `.grad` are the stock engine's, bitwise. Asserts nothing, so that
   /// threads may call it.
   bool runs_as_on_the_stock_engine() const {
-    restore();
+    set_grads(inputs->leaves, initial);
     auto result = run(p, *inputs);
     return gradd::test::bitwise_equal(expected_result, result)
            && gradd::test::bitwise_equal(expected_grads, grads_of(inputs->leaves));
-  }
-
-  /// Sets each leaf's `.grad` to an exact copy of the one it started with.
-  void restore() const {
-    for (size_t i = 0; i < inputs->leaves.size(); ++i)
-      inputs->leaves[i].mutable_grad() =
-          initial[i].defined() ? gradd::test::exact_copy(initial[i]) : Tensor();
   }
 
   program p;
@@ -121,15 +114,10 @@ void check_functional(torch::Device device, uint32_t programs) {
         for (auto& leaf : inputs.leaves)
           leaf.add_(0.125);
       }
-      auto restore = [&] {
-        for (size_t i = 0; i < inputs.leaves.size(); ++i)
-          inputs.leaves[i].mutable_grad() =
-              initial[i].defined() ? exact_copy(initial[i]) : Tensor();
-      };
-      restore();
+      set_grads(inputs.leaves, initial);
       auto stock_result = run(p, inputs);
       auto stock_grads = grads_of(inputs.leaves);
-      restore();
+      set_grads(inputs.leaves, initial);
       std::vector<Tensor> result;
       {
         hook_scope on(data == 0 ? &capture_hook : &replay_hook);
