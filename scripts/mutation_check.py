@@ -87,6 +87,9 @@ MUTATIONS = [
     ("custom_functions_unmarked", "a custom function's functional is recorded as a built-in's",
      [("engine/functional/recorder.cpp", "bind_functional(fn_name, std::move(fn), is_custom_function);",
        "bind_functional(fn_name, std::move(fn), false);")]),
+    ("aliases_unrecorded", "a recording does not say which values are one tensor, so a pass moves "
+     "an accumulation past the tensor's other holder",
+     [("engine/functional/recorder.cpp", "  if (earlier != values_.end()) {", "  if (false) {")]),
     ("compile_sent_during_first_backward", "an async miss sends its compile before the stock engine runs",
      [("engine/detail/backward_hook.cpp",
        "    } else if (config_.compile.mode == compile_mode::sync) {",

@@ -5,14 +5,16 @@
 //
 // The ops between the graph inputs and the output form blocks: a node's ops
 // (hooks, call, validation) plus the gradient sums that follow its call. A
-// block depends on the blocks whose values it uses; a sum's second term
-// depends on its first term's block, so no sum changes the order of its
-// terms and gradients stay bitwise equal. Each block gets the priority
-// p = the earliest original position of an accumulate_grad block it leads
-// to (itself included), and list scheduling takes the ready block of lowest
-// (p, original position). Every accumulate_grad block then runs no later
-// than before: a block scheduled ahead of it leads to an earlier one, and
-// all of that one's ancestors came earlier in the original order too.
+// block depends on the blocks whose values it uses and on those that used
+// its tensors before it (AccumulateGrad steals what nothing else holds);
+// a sum's second term depends on its first term's block, so no sum changes
+// the order of its terms and gradients stay bitwise equal. Each block gets
+// the priority p = the earliest original position of an accumulate_grad
+// block it leads to (itself included), and list scheduling takes the ready
+// block of lowest (p, original position). Every accumulate_grad block then
+// runs no later than before: a block scheduled ahead of it leads to an
+// earlier one, and all of that one's ancestors came earlier in the original
+// order too.
 
 #include "compiler/passes/registry.hpp"
 
@@ -66,13 +68,18 @@ public:
     const auto& uses = analyses.uses();
     for (uint32_t b = 0; b < blocks.size(); ++b) {
       std::vector<uint32_t> preds;
+      // After the op that touched each arg's tensor last, its definition
+      // or a use under any value: every use of a tensor keeps its place,
+      // so AccumulateGrad and in-place sums steal what they stole before.
       for (size_t i = blocks[b].first; i < blocks[b].last; ++i)
-        for (auto v : g.ops[i].args)
-          if (v != no_value && uses.def[v] >= 0) {
-            auto p = block_of[static_cast<size_t>(uses.def[v])];
+        for (auto v : g.ops[i].args) {
+          auto touch = uses.last_touch_before(v, i);
+          if (touch >= 0) {
+            auto p = block_of[static_cast<size_t>(touch)];
             if (p != UINT32_MAX && p != b)
               preds.push_back(p);
           }
+        }
       std::sort(preds.begin(), preds.end());
       preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
       for (auto p : preds)

@@ -13,11 +13,16 @@ bool move_after_input_pass::run(graph& g, analysis_manager& analyses) {
   size_t moved = 0;
   for (auto id : ids_of(g, kind_)) {
     auto pos = static_cast<size_t>(position_of(g, id));
-    auto def = last_def(analyses.uses(), g.ops[pos]);
-    if (def < 0 || g.ops[static_cast<size_t>(def)].kind == op_kind::graph_input
-        || static_cast<size_t>(def) + 1 == pos)
+    const auto& uses = analyses.uses();
+    auto def = last_def(uses, g.ops[pos]);
+    if (def < 0 || g.ops[static_cast<size_t>(def)].kind == op_kind::graph_input)
       continue;
-    move_after(g, pos, static_cast<size_t>(def));
+    // Not past another use of its tensor (an alias's too): the op may
+    // steal it (accumulate_grad) or a hook change it in place.
+    auto anchor = static_cast<size_t>(last_touch_before(uses, g.ops[pos], pos));
+    if (anchor + 1 == pos)
+      continue;
+    move_after(g, pos, anchor);
     analyses.invalidate();
     ++moved;
   }
@@ -35,10 +40,16 @@ bool move_before_user_pass::run(graph& g, analysis_manager& analyses) {
     std::reverse(ids.begin(), ids.end());
   for (auto id : ids) {
     auto pos = static_cast<size_t>(position_of(g, id));
-    auto user = first_user(analyses.uses(), g.ops[pos]);
-    if (user < 0 || static_cast<size_t>(user) == pos + 1)
+    const auto& uses = analyses.uses();
+    auto user = first_user(uses, g.ops[pos]);
+    if (user < 0)
       continue;
-    move_before(g, pos, static_cast<size_t>(user));
+    // Not past another use of its args' tensors (see move_after_input_pass).
+    auto touch = first_touch_after(uses, g.ops[pos], pos);
+    auto anchor = static_cast<size_t>(touch >= 0 ? std::min(user, touch) : user);
+    if (anchor == pos + 1)
+      continue;
+    move_before(g, pos, anchor);
     analyses.invalidate();
     ++moved;
   }

@@ -100,8 +100,10 @@ auto fields(op& x) {
 }
 
 auto fields(graph& x) {
-  auto& [nodes, ops, num_values, num_outputs, keep_graph, accumulate_grad, exec_filter] = x;
-  return std::tie(nodes, ops, num_values, num_outputs, keep_graph, accumulate_grad, exec_filter);
+  auto& [nodes, ops, num_values, num_outputs, keep_graph, accumulate_grad, exec_filter,
+         same_tensor_as] = x;
+  return std::tie(nodes, ops, num_values, num_outputs, keep_graph, accumulate_grad, exec_filter,
+                  same_tensor_as);
 }
 
 auto fields(route& x) {
@@ -192,7 +194,7 @@ op odd_op() {
 }
 
 graph odd_graph() {
-  return {{odd_node(), node_info{}}, {odd_op(), op{}}, 11, 2, true, false, true};
+  return {{odd_node(), node_info{}}, {odd_op(), op{}}, 11, 2, true, false, true, {no_value, 1}};
 }
 
 route odd_route() { return {7, 1}; }

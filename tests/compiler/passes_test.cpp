@@ -60,11 +60,13 @@ std::string run_pass(graph& g, const std::string& name) {
 }
 
 /// Hooks at the end, as AOTAutograd leaves them: the seed's starting point.
+/// Nothing else reads the hooked gradient: a hook does not move past a
+/// reader of its tensor (which it might change in place).
 graph hooks_at_the_end() {
   builder b;
   auto x = b.input();
   auto a = b.add(op_kind::apply_functional, "MulBackward0", 1, {x}, 1)[0];
-  auto c = b.add(op_kind::apply_functional, "ExpBackward0", 2, {a}, 1)[0];
+  auto c = b.add(op_kind::apply_functional, "ExpBackward0", 2, {x}, 1)[0];
   b.add(op_kind::accumulate_grad, "", 3, {c}, 0);
   b.add(op_kind::apply_functional, "SinBackward0", 4, {x}, 1);
   b.add(op_kind::tensor_pre_hook, "", 2, {a}, 1);
@@ -135,15 +137,70 @@ TEST_CASE("reorder_accumulate_grad_nodes accumulates as soon as the gradient exi
                     "apply_functional[B]@2\n");
 }
 
+TEST_CASE("reorder_accumulate_grad_nodes keeps an accumulation after its tensor's other uses",
+          "[compiler][passes]") {
+  // An add's backward hands one tensor to both its inputs: %2 and %3. The
+  // leaf's AccumulateGrad steals it only once B no longer holds it.
+  builder b;
+  auto x = b.input();
+  auto both = b.add(op_kind::apply_functional, "AddBackward0", 1, {x}, 2);
+  b.add(op_kind::apply_functional, "B", 2, {both[1]}, 1);
+  b.add(op_kind::accumulate_grad, "", 3, {both[0]}, 0);
+  auto unaliased = b.g;
+  b.g.same_tensor_as = {no_value, no_value, no_value, both[0]};
+  auto g = b.g;
+  CHECK(!verify(g));
+  CHECK(to_text(g).find("; %3 is %2") != std::string::npos);
+  CHECK(run_pass(g, "reorder_accumulate_grad_nodes").empty());
+  CHECK(order(g) == "graph_input[tensor]\napply_functional[AddBackward0]@1\n"
+                    "apply_functional[B]@2\naccumulate_grad@3\n");
+  // Two tensors: the accumulation may go first.
+  run_pass(unaliased, "reorder_accumulate_grad_nodes");
+  CHECK(order(unaliased) == "graph_input[tensor]\napply_functional[AddBackward0]@1\n"
+                            "accumulate_grad@3\napply_functional[B]@2\n");
+}
+
+TEST_CASE("a pre-hook stays before its tensor's other uses", "[compiler][passes]") {
+  // The hook may change its gradient in place, which B reads as %3.
+  builder b;
+  auto x = b.input();
+  auto both = b.add(op_kind::apply_functional, "AddBackward0", 1, {x}, 2);
+  auto hooked = b.add(op_kind::pre_hook, "", 3, {both[0]}, 1)[0];
+  b.add(op_kind::apply_functional, "B", 2, {both[1]}, 1);
+  b.add(op_kind::apply_functional, "D", 3, {hooked}, 1);
+  auto unaliased = b.g;
+  b.g.same_tensor_as = {no_value, no_value, no_value, both[0]};
+  auto g = b.g;
+  CHECK(run_pass(g, "reorder_pre_hook_nodes_to_mimic_eager").empty());
+  run_pass(unaliased, "reorder_pre_hook_nodes_to_mimic_eager");
+  CHECK(order(unaliased) == "graph_input[tensor]\napply_functional[AddBackward0]@1\n"
+                            "apply_functional[B]@2\npre_hook@3\napply_functional[D]@3\n");
+}
+
+TEST_CASE("the verifier rejects a value named the same tensor as a later one", "[compiler][ir]") {
+  builder b;
+  auto x = b.input();
+  auto a = b.add(op_kind::apply_functional, "A", 1, {x}, 1)[0];
+  b.g.same_tensor_as = {no_value, a, no_value};
+  std::ostringstream why;
+  REQUIRE(verify(b.g, &why));
+  CHECK(why.str() == "op 0 (graph_input[tensor]): defines %1 as the tensor of %2, which is not "
+                     "defined before it");
+  b.g.same_tensor_as = {no_value, no_value, x};
+  CHECK(!verify(b.g));
+}
+
 TEST_CASE("delay_unpack_hook_nodes unpacks right before the first use", "[compiler][passes]") {
   builder b;
+  auto x = b.input();
   auto saved = b.input(input_kind::packed);
   auto unpacked = b.add(op_kind::unpack, "", 1, {saved}, 1)[0];
-  b.add(op_kind::apply_functional, "A", 2, {saved}, 1);
+  b.add(op_kind::apply_functional, "A", 2, {x}, 1);
   b.add(op_kind::apply_functional, "B", 1, {unpacked}, 1);
   auto g = b.g;
   run_pass(g, "delay_unpack_hook_nodes");
-  CHECK(order(g) == "graph_input[packed]\napply_functional[A]@2\nunpack@1\napply_functional[B]@1\n");
+  CHECK(order(g) == "graph_input[tensor]\ngraph_input[packed]\napply_functional[A]@2\nunpack@1\n"
+                    "apply_functional[B]@1\n");
 }
 
 TEST_CASE("reorder_post_hook_nodes moves output-less post hooks after the last use",
