@@ -20,7 +20,7 @@
 
 namespace gradd::actors {
 
-inline constexpr const char* daemon_protocol_id = "gradd-daemon-4";
+inline constexpr const char* daemon_protocol_id = "gradd-daemon-3";
 
 /// The first request of a connection.
 struct client_hello {

@@ -46,7 +46,7 @@ typename Inspector::result_type inspect(Inspector& f, op& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, graph& x) {
   return f(caf::meta::type_name("gradd.graph"), x.nodes, x.ops, x.num_values, x.num_outputs,
-           x.keep_graph, x.accumulate_grad, x.exec_filter, x.same_tensor_as);
+           x.keep_graph, x.accumulate_grad, x.exec_filter);
 }
 
 template <class Inspector>

@@ -26,7 +26,7 @@ namespace {
 
 /// The first line of every file: what wrote it.
 std::string header() {
-  return std::string("gradd-plan 3 gradd ") + GRADD_VERSION + " torch " + TORCH_VERSION + "\n";
+  return std::string("gradd-plan 2 gradd ") + GRADD_VERSION + " torch " + TORCH_VERSION + "\n";
 }
 
 std::string file_of(const std::string& dir, uint64_t key) {

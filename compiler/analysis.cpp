@@ -6,29 +6,15 @@
 
 namespace gradd::compiler {
 
-use_def::use_def(const graph& g)
-    : def(g.num_values, -1), users(g.num_values), tensor(g.num_values), tensor_touches(g.num_values) {
-  for (value_id v = 0; v < g.num_values; ++v) {
-    auto earlier = v < g.same_tensor_as.size() ? g.same_tensor_as[v] : no_value;
-    tensor[v] = earlier != no_value && earlier < v ? tensor[earlier] : v;
-  }
-  auto touch = [&](value_id v, size_t i) {
-    auto& touches = tensor_touches[tensor[v]];
-    if (touches.empty() || touches.back() != i)
-      touches.push_back(static_cast<uint32_t>(i));
-  };
+use_def::use_def(const graph& g) : def(g.num_values, -1), users(g.num_values) {
   for (size_t i = 0; i < g.ops.size(); ++i) {
     for (auto v : g.ops[i].results)
-      if (v != no_value && v < g.num_values) {
+      if (v != no_value && v < g.num_values)
         def[v] = static_cast<int64_t>(i);
-        touch(v, i);
-      }
     for (auto v : g.ops[i].args)
-      if (v != no_value && v < g.num_values) {
+      if (v != no_value && v < g.num_values)
         if (users[v].empty() || users[v].back() != i)
           users[v].push_back(static_cast<uint32_t>(i));
-        touch(v, i);
-      }
   }
 }
 
@@ -40,19 +26,20 @@ bool use_def::has_users(const graph& g, size_t position) const {
 }
 
 int64_t use_def::last_touch_before(value_id v, size_t position) const {
-  if (v == no_value || v >= tensor.size())
+  if (v == no_value || v >= users.size())
     return -1;
-  const auto& touches = tensor_touches[tensor[v]];
-  auto after = std::lower_bound(touches.begin(), touches.end(), position);
-  return after == touches.begin() ? -1 : int64_t{*std::prev(after)};
+  const auto& uses = users[v];
+  auto after = std::lower_bound(uses.begin(), uses.end(), position);
+  int64_t last = after == uses.begin() ? -1 : int64_t{*std::prev(after)};
+  return def[v] < static_cast<int64_t>(position) ? std::max(last, def[v]) : last;
 }
 
-int64_t use_def::first_touch_after(value_id v, size_t position) const {
-  if (v == no_value || v >= tensor.size())
+int64_t use_def::first_use_after(value_id v, size_t position) const {
+  if (v == no_value || v >= users.size())
     return -1;
-  const auto& touches = tensor_touches[tensor[v]];
-  auto after = std::upper_bound(touches.begin(), touches.end(), position);
-  return after == touches.end() ? -1 : int64_t{*after};
+  const auto& uses = users[v];
+  auto after = std::upper_bound(uses.begin(), uses.end(), position);
+  return after == uses.end() ? -1 : int64_t{*after};
 }
 
 std::vector<uint32_t> ids_of(const graph& g, op_kind kind) {
@@ -88,12 +75,12 @@ int64_t last_touch_before(const use_def& uses, const op& o, size_t position) {
   return last;
 }
 
-int64_t first_touch_after(const use_def& uses, const op& o, size_t position) {
+int64_t first_use_after(const use_def& uses, const op& o, size_t position) {
   int64_t first = -1;
   for (auto v : o.args) {
-    auto touch = uses.first_touch_after(v, position);
-    if (touch >= 0)
-      first = first < 0 ? touch : std::min(first, touch);
+    auto use = uses.first_use_after(v, position);
+    if (use >= 0)
+      first = first < 0 ? use : std::min(first, use);
   }
   return first;
 }

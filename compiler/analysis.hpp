@@ -19,22 +19,16 @@ struct use_def {
   std::vector<int64_t> def;
   /// Positions of the ops using `v`, ascending.
   std::vector<std::vector<uint32_t>> users;
-  /// Per value: the first value of its tensor (graph::same_tensor_as), and
-  /// per such first value, the positions of the ops defining or using any
-  /// value of that tensor, ascending.
-  std::vector<value_id> tensor;
-  std::vector<std::vector<uint32_t>> tensor_touches;
 
   /// Whether any op uses a result of op `position`.
   bool has_users(const graph& g, size_t position) const;
 
-  /// Position of the last op before `position` that defines or uses `v`'s
-  /// tensor, under any of its values; -1 if none.
+  /// Position of the last op before `position` that defines or uses `v`;
+  /// -1 if none.
   int64_t last_touch_before(value_id v, size_t position) const;
 
-  /// Position of the first op after `position` that defines or uses `v`'s
-  /// tensor; -1 if none.
-  int64_t first_touch_after(value_id v, size_t position) const;
+  /// Position of the first op after `position` that uses `v`; -1 if none.
+  int64_t first_use_after(value_id v, size_t position) const;
 };
 
 /// Caches analyses of one graph for the passes of a pipeline.
@@ -67,13 +61,13 @@ int64_t last_def(const use_def& uses, const op& o);
 int64_t first_user(const use_def& uses, const op& o);
 
 /// Position of the last op before `position` (where `o` is) that defines
-/// or uses the tensor of one of `o`'s args; -1 if none. An op moved earlier
-/// stays after it, so that it finds its tensors held as before.
+/// or uses one of `o`'s args; -1 if none. An op moved earlier stays after
+/// it, so that it finds its args held by as many others as before.
 int64_t last_touch_before(const use_def& uses, const op& o, size_t position);
 
-/// Position of the first op after `position` (where `o` is) that defines
-/// or uses the tensor of one of `o`'s args; -1 if none.
-int64_t first_touch_after(const use_def& uses, const op& o, size_t position);
+/// Position of the first op after `position` (where `o` is) that uses one
+/// of `o`'s args; -1 if none.
+int64_t first_use_after(const use_def& uses, const op& o, size_t position);
 
 /// Position of the op with `id`, or -1.
 int64_t position_of(const graph& g, uint32_t id);

@@ -128,9 +128,6 @@ std::ostream& operator<<(std::ostream& out, const graph& g) {
         out << ')';
       }
     }
-    for (auto v : o.results)
-      if (v < g.same_tensor_as.size() && g.same_tensor_as[v] != no_value)
-        out << "  ; %" << v << " is %" << g.same_tensor_as[v];
     out << '\n';
   }
   return out;
@@ -163,12 +160,6 @@ bool verify(const graph& g, std::ostream* why) {
   // arrive in edge order, which sums keep too.
   std::vector<int64_t> def(g.num_values, -1);
   std::vector<int64_t> newest_term(g.num_values, -1);
-  if (g.same_tensor_as.size() > g.num_values) {
-    if (why)
-      *why << "same_tensor_as names " << g.same_tensor_as.size() << " values of "
-           << g.num_values;
-    return true;
-  }
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const auto& o = g.ops[i];
     auto [want_args, want_results] = arity_of(o.kind);
@@ -203,10 +194,6 @@ bool verify(const graph& g, std::ostream* why) {
         return fail(i, "defines %" + std::to_string(v) + ", which does not exist");
       if (defined[v])
         return fail(i, "defines %" + std::to_string(v) + " a second time");
-      if (auto same = v < g.same_tensor_as.size() ? g.same_tensor_as[v] : no_value;
-          same != no_value && (same >= g.num_values || !defined[same]))
-        return fail(i, "defines %" + std::to_string(v) + " as the tensor of %"
-                         + std::to_string(same) + ", which is not defined before it");
       defined[v] = true;
       def[v] = static_cast<int64_t>(i);
       newest_term[v] = o.kind == op_kind::accumulate && o.args[1] != no_value

@@ -141,14 +141,6 @@ struct graph {
   bool keep_graph = false;       ///< retain_graph
   bool accumulate_grad = true;   ///< backward() (true) or grad() (false)
   bool exec_filter = false;      ///< inputs were given: only some nodes run
-  /// Functional-level IR: per value, an earlier value that is the same
-  /// tensor (`no_value`: none), as when an add's backward hands its
-  /// gradient to both inputs or an in-place sum returns its first term.
-  /// AccumulateGrad and in-place sums steal a tensor only while nothing
-  /// else holds it, so passes keep an op on its side of every other use of
-  /// its tensor. Shorter than `num_values` (empty in node-level IR) where
-  /// later values alias nothing.
-  std::vector<value_id> same_tensor_as;
 
   /// Returns a fresh value.
   value_id new_value() noexcept { return num_values++; }

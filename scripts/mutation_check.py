@@ -87,9 +87,10 @@ MUTATIONS = [
     ("custom_functions_unmarked", "a custom function's functional is recorded as a built-in's",
      [("engine/functional/recorder.cpp", "bind_functional(fn_name, std::move(fn), is_custom_function);",
        "bind_functional(fn_name, std::move(fn), false);")]),
-    ("aliases_unrecorded", "a recording does not say which values are one tensor, so a pass moves "
-     "an accumulation past the tensor's other holder",
-     [("engine/functional/recorder.cpp", "  if (earlier != values_.end()) {", "  if (false) {")]),
+    ("moves_past_other_uses", "reorder passes move an accumulation past another use of its gradient",
+     [("compiler/passes/hook_moves.cpp",
+       "auto anchor = static_cast<size_t>(last_touch_before(uses, g.ops[pos], pos));",
+       "auto anchor = static_cast<size_t>(def);")]),
     ("compile_sent_during_first_backward", "an async miss sends its compile before the stock engine runs",
      [("engine/detail/backward_hook.cpp",
        "    } else if (config_.compile.mode == compile_mode::sync) {",

@@ -6,7 +6,7 @@
 // The ops between the graph inputs and the output form blocks: a node's ops
 // (hooks, call, validation) plus the gradient sums that follow its call. A
 // block depends on the blocks whose values it uses and on those that used
-// its tensors before it (AccumulateGrad steals what nothing else holds);
+// them before it (AccumulateGrad steals what nothing else holds);
 // a sum's second term depends on its first term's block, so no sum changes
 // the order of its terms and gradients stay bitwise equal. Each block gets
 // the priority p = the earliest original position of an accumulate_grad
@@ -68,9 +68,9 @@ public:
     const auto& uses = analyses.uses();
     for (uint32_t b = 0; b < blocks.size(); ++b) {
       std::vector<uint32_t> preds;
-      // After the op that touched each arg's tensor last, its definition
-      // or a use under any value: every use of a tensor keeps its place,
-      // so AccumulateGrad and in-place sums steal what they stole before.
+      // After the op that touched each arg last, its definition or a use:
+      // the uses of a value keep their order, so AccumulateGrad and
+      // in-place sums steal what they stole before.
       for (size_t i = blocks[b].first; i < blocks[b].last; ++i)
         for (auto v : g.ops[i].args) {
           auto touch = uses.last_touch_before(v, i);

@@ -17,8 +17,8 @@ bool move_after_input_pass::run(graph& g, analysis_manager& analyses) {
     auto def = last_def(uses, g.ops[pos]);
     if (def < 0 || g.ops[static_cast<size_t>(def)].kind == op_kind::graph_input)
       continue;
-    // Not past another use of its tensor (an alias's too): the op may
-    // steal it (accumulate_grad) or a hook change it in place.
+    // Not past another use of its args: AccumulateGrad steals a gradient
+    // only while nothing else holds it, and a hook may change it in place.
     auto anchor = static_cast<size_t>(last_touch_before(uses, g.ops[pos], pos));
     if (anchor + 1 == pos)
       continue;
@@ -44,9 +44,9 @@ bool move_before_user_pass::run(graph& g, analysis_manager& analyses) {
     auto user = first_user(uses, g.ops[pos]);
     if (user < 0)
       continue;
-    // Not past another use of its args' tensors (see move_after_input_pass).
-    auto touch = first_touch_after(uses, g.ops[pos], pos);
-    auto anchor = static_cast<size_t>(touch >= 0 ? std::min(user, touch) : user);
+    // Not past another use of its args (see move_after_input_pass).
+    auto other_use = first_use_after(uses, g.ops[pos], pos);
+    auto anchor = static_cast<size_t>(other_use >= 0 ? std::min(user, other_use) : user);
     if (anchor == pos + 1)
       continue;
     move_before(g, pos, anchor);

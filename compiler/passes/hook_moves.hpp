@@ -7,6 +7,10 @@
 // - "as late as possible": an op right before the first op using its
 //   results (delay_unpack_hook_nodes, and reorder_pre_hook_nodes_to_mimic_eager,
 //   which visits hooks last to first so hooks of one node keep their order).
+// Neither moves an op past another use of its args: AccumulateGrad and
+// in-place sums steal a gradient only while nothing else holds it, and a
+// hook may change its gradient in place. (The seed's passes move past them;
+// in a recording, one tensor handed to two places is one value used twice.)
 // Node-level IR is left alone: lowering placed every hook and accumulation
 // where the stock engine calls it, and moving one there would reorder node
 // calls (the plan runs nodes in the order the ops first name them), e.g.

@@ -90,9 +90,9 @@ program_outputs interpret(const recording& rec, const std::vector<Node*>& nodes,
         throw_capture_error(std::string("replay: unexpected op ") + compiler::to_string(o.kind));
     }
     if (results.size() != o.results.size())
-      throw_capture_error(std::string("replay: ") + compiler::to_string(o.kind) + "[" + o.target +
-                          "] returned " + std::to_string(results.size()) +
-                          " gradients, recorded " + std::to_string(o.results.size()));
+      throw_capture_error("replay: " + compiler::kind_text(o) + " returned " +
+                          std::to_string(results.size()) + " gradients, recorded " +
+                          std::to_string(o.results.size()));
     for (size_t k = 0; k < results.size(); ++k) {
       value_id r = o.results[k];
       if (r != no_value && rec.last_use[r] != i)

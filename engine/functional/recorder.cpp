@@ -45,17 +45,14 @@ value_id capture_session::value_of(const at::Tensor& t, std::string_view role) c
 value_id capture_session::define(const at::Tensor& t) {
   if (!t.defined())
     return no_value;
-  auto& ir = recording_.ir;
-  value_id v = ir.new_value();
+  value_id v = recording_.ir.new_value();
   // A weak reference keeps the TensorImpl's address from being reused while
   // it is a key, without the strong reference that would change
-  // AccumulateGrad's and InputBuffer's stealing decisions. So a key found
-  // is this very tensor, named before.
-  auto earlier = values_.find(t.unsafeGetTensorImpl());
-  if (earlier != values_.end()) {
-    ir.same_tensor_as.resize(ir.num_values, no_value);
-    ir.same_tensor_as[v] = earlier->second.first;
-  }
+  // AccumulateGrad's and InputBuffer's stealing decisions. A tensor defined
+  // again (an add's backward hands one gradient to both inputs, an in-place
+  // sum returns its first term) is named by its newest value from then on,
+  // so the uses of one tensor are uses of one value, which passes keep in
+  // order (compiler/passes/hook_moves.hpp).
   values_.insert_or_assign(
       t.unsafeGetTensorImpl(),
       std::make_pair(v, c10::weak_intrusive_ptr<c10::TensorImpl>(t.getIntrusivePtr())));

@@ -40,6 +40,18 @@ def _copy_slices(a, b, x):
     return c
 
 
+def _in_place(a, b, x):
+    c = a * 1.5
+    c.mul_(b.sigmoid())
+    return c
+
+
+def _unbind_stack(a, b, x):
+    rows = list(a.unbind(0))
+    rows[0] = rows[1]  # row 1 twice, row 0 not: an undefined gradient
+    return torch.stack(rows)
+
+
 def _hooked(a, b, x):
     c = a * 1.0  # a value of its own, so the hook sees only this use
     c.register_hook(lambda g: g * x.scalar)
@@ -60,6 +72,11 @@ OPS = {
     "copy_slices": _copy_slices,
     "softmax": lambda a, b, x: torch.softmax(a, 1),
     "layer_norm": lambda a, b, x: torch.nn.functional.layer_norm(a, (N,)),
+    "mixed_dtype": lambda a, b, x: a * b.to(torch.bfloat16),
+    "in_place": _in_place,
+    "unbind_stack": _unbind_stack,
+    "sort_mul": lambda a, b, x: a.sort(1).values * b,
+    "cumsum": lambda a, b, x: a.cumsum(1) / N,
     "python_function": lambda a, b, x: ScaleRows.apply(a, b),
     "tensor_hook": _hooked,
 }

@@ -100,10 +100,8 @@ auto fields(op& x) {
 }
 
 auto fields(graph& x) {
-  auto& [nodes, ops, num_values, num_outputs, keep_graph, accumulate_grad, exec_filter,
-         same_tensor_as] = x;
-  return std::tie(nodes, ops, num_values, num_outputs, keep_graph, accumulate_grad, exec_filter,
-                  same_tensor_as);
+  auto& [nodes, ops, num_values, num_outputs, keep_graph, accumulate_grad, exec_filter] = x;
+  return std::tie(nodes, ops, num_values, num_outputs, keep_graph, accumulate_grad, exec_filter);
 }
 
 auto fields(route& x) {
@@ -194,7 +192,7 @@ op odd_op() {
 }
 
 graph odd_graph() {
-  return {{odd_node(), node_info{}}, {odd_op(), op{}}, 11, 2, true, false, true, {no_value, 1}};
+  return {{odd_node(), node_info{}}, {odd_op(), op{}}, 11, 2, true, false, true};
 }
 
 route odd_route() { return {7, 1}; }

@@ -48,6 +48,19 @@ Tensor apply(const instruction& in, const std::vector<Tensor>& v, const program_
     case op_code::max_mul: return std::get<0>(a.max(1, true)) * b;
     case op_code::addmm: return torch::addmm(b, a, b.tanh(), 1.0, 1.0 / static_cast<double>(n));
     case op_code::expand_sum: return a.unsqueeze(0).expand({3, n, n}).sum(0) / 3.0;
+    case op_code::mixed_dtype: return a * b.to(torch::kBFloat16);
+    case op_code::in_place: {
+      auto c = a * 1.5;
+      c.mul_(b.sigmoid());
+      return c;
+    }
+    case op_code::unbind_stack: {
+      auto rows = a.unbind(0);
+      rows[0] = rows[1];
+      return torch::stack(rows);
+    }
+    case op_code::sort_mul: return std::get<0>(a.sort(1)) * b;
+    case op_code::cumsum: return a.cumsum(1) / static_cast<double>(n);
   }
   throw std::logic_error("unknown op");
 }
@@ -59,7 +72,7 @@ const char* name_of(op_code code) {
       "tanh", "sigmoid", "relu", "scale", "add", "sub", "mul", "divide", "mm",
       "transpose", "broadcast_sum", "cat_narrow", "copy_slices", "index_select", "where",
       "flip_reshape", "softmax", "layer_norm", "split_cat", "detach_mul", "max_mul", "addmm",
-      "expand_sum"};
+      "expand_sum", "mixed_dtype", "in_place", "unbind_stack", "sort_mul", "cumsum"};
   return names[static_cast<int>(code)];
 }
 

@@ -40,8 +40,13 @@ enum class op_code {
   max_mul,          ///< a's row maxima times b (a scatter in the backward)
   addmm,            ///< b + a @ tanh(b) / n
   expand_sum,       ///< a expanded to three copies and summed back
+  mixed_dtype,      ///< a * b in bfloat16: the output check casts b's gradient
+  in_place,         ///< (a * 1.5) multiplied by sigmoid(b) in place
+  unbind_stack,     ///< a's rows stacked again, row 1 twice and row 0 not
+  sort_mul,         ///< a's rows sorted (saved int64 indices) times b
+  cumsum,           ///< a's running sums along rows / n
 };
-constexpr int op_count = static_cast<int>(op_code::expand_sum) + 1;
+constexpr int op_count = static_cast<int>(op_code::cumsum) + 1;
 
 /// The op's name, for failure messages.
 const char* name_of(op_code code);
