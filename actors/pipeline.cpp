@@ -16,7 +16,6 @@
 #include "actors/daemon_link.hpp"
 #include "actors/pass_pipeline_actor.hpp"
 #include "actors/registry_actor.hpp"
-#include "actors/worker_priority.hpp"
 #include "config/daemon_address.hpp"
 #include "config/log.hpp"
 
@@ -38,9 +37,6 @@ struct pipeline::impl {
                             tbb::global_control::max_allowed_parallelism, arena_threads + 1)
                         : std::nullopt),
         arena(arena_threads, 0),
-        priority(config.compile.nice > 0 ? std::make_optional<lowered_worker_priority>(
-                                               arena, static_cast<int>(config.compile.nice))
-                                         : std::nullopt),
         sink(sink),
         logging(config.logging.level) {
     stage_setup setup{config, &sink,
@@ -63,7 +59,6 @@ struct pipeline::impl {
   // a larger pool (CAF-0.17.md, section 4, "2-core trap").
   std::optional<tbb::global_control> parallelism;
   tbb::task_arena arena;
-  std::optional<lowered_worker_priority> priority;  ///< compile.nice; goes before the arena
   plan_sink& sink;
   log_level logging;
   std::atomic<bool> stopping{false};   ///< read by the stages' work

@@ -55,7 +55,6 @@ struct settings {
   struct compile_section {
     compile_mode mode = compile_mode::async;
     uint32_t threads = 1;        ///< TBB threads for passes and plan building
-    uint32_t nice = 10;          ///< how many nice steps below the process they run (0..19)
     uint32_t timeout_ms = 10000; ///< a compile running longer counts as failed
     uint32_t delay_ms = 0;       ///< test knob: each compile waits this long first
   } compile;

@@ -42,7 +42,7 @@ field_map policy_fields(const settings& s) {
   const auto& [compile, cache, fallback, nan_check, passes, cuda_graphs, daemon, logging, source] =
       s;
   (void)source;  // where the settings were loaded from: not a policy key
-  const auto& [mode, threads, nice, timeout_ms, delay_ms] = compile;
+  const auto& [mode, threads, timeout_ms, delay_ms] = compile;
   const auto& [max_plans, cache_dir] = cache;
   const auto& [on_compile_error, retry_after_ms, on_unsupported, force_eager] = fallback;
   const auto& [enabled] = nan_check;
@@ -55,7 +55,6 @@ field_map policy_fields(const settings& s) {
   return {
       {"compile.mode", printed(mode)},
       {"compile.threads", printed(threads)},
-      {"compile.nice", printed(nice)},
       {"compile.timeout_ms", printed(timeout_ms)},
       {"compile.delay_ms", printed(delay_ms)},
       {"cache.max_plans", printed(max_plans)},
@@ -93,7 +92,6 @@ settings odd_settings() {
   settings s;
   s.compile.mode = gradd::compile_mode::sync;
   s.compile.threads = 3;
-  s.compile.nice = 4;
   s.compile.timeout_ms = 500;
   s.compile.delay_ms = 7;
   s.cache.max_plans = 9;

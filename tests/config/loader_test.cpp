@@ -15,7 +15,6 @@ TEST_CASE("every key takes a good value", "[config]") {
 compile:
   mode: sync
   threads: 3
-  nice: 0
   timeout_ms: 500
   delay_ms: 7
 cache:
@@ -44,7 +43,6 @@ logging:
 )"));
   CHECK(s.compile.mode == gradd::compile_mode::sync);
   CHECK(s.compile.threads == 3);
-  CHECK(s.compile.nice == 0);
   CHECK(s.compile.timeout_ms == 500);
   CHECK(s.compile.delay_ms == 7);
   CHECK(s.cache.max_plans == 9);
@@ -77,7 +75,6 @@ TEST_CASE("a bad policy names file, line and key", "[config]") {
       {"compile:\n  mode: fast\n", 2, "compile.mode", "expected one of async, sync, got 'fast'"},
       {"compile:\n  threads: 0\n", 2, "compile.threads", "expected an integer in [1, 64]"},
       {"compile:\n  threads: two\n", 2, "compile.threads", "got 'two'"},
-      {"compile:\n  nice: 20\n", 2, "compile.nice", "expected an integer in [0, 19]"},
       {"compile:\n  timeout_ms: -3\n", 2, "compile.timeout_ms", "got '-3'"},
       {"compile:\n  delay_ms: 1.5\n", 2, "compile.delay_ms", "got '1.5'"},
       {"cache:\n  max_plans: 0\n", 2, "cache.max_plans", "expected an integer"},

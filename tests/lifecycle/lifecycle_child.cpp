@@ -4,8 +4,7 @@
 //
 //   gradd_lifecycle_child SCENARIO
 //
-// (Other tests use it too: `keep_plan` fills a plan cache folder,
-// `compile_worker_priority` shows its threads' nice values.)
+// (Other tests use it too: `keep_plan` fills a plan cache folder.)
 // Exit status: 0 when the scenario ran (the parent checks the status, the
 // time it took and what was printed), 2 for an unknown scenario, 3 for the
 // `exit()` scenario.
@@ -14,17 +13,12 @@
 
 #include <torch/torch.h>
 
-#include <dirent.h>
-
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -89,29 +83,6 @@ void backward_stuck_on_a_detached_thread() {
     std::this_thread::yield();
 }
 
-/// The nice value of each of this process's threads, from /proc.
-std::map<std::string, int> thread_nice_values() {
-  std::map<std::string, int> nice_of;
-  DIR* tasks = ::opendir("/proc/self/task");
-  while (dirent* entry = tasks ? ::readdir(tasks) : nullptr) {
-    std::string tid = entry->d_name;
-    if (tid.front() == '.')
-      continue;
-    std::ifstream stat("/proc/self/task/" + tid + "/stat");
-    std::string line;
-    std::getline(stat, line);
-    // After the name in parentheses: state, then 15 more fields, then nice.
-    std::istringstream after_name(line.substr(line.rfind(')') + 2));
-    std::string field;
-    for (int i = 0; i < 17; ++i)
-      after_name >> field;
-    nice_of[tid] = std::stoi(field);
-  }
-  if (tasks)
-    ::closedir(tasks);
-  return nice_of;
-}
-
 const std::map<std::string, std::function<int()>>& scenarios() {
   static const auto* table = new std::map<std::string, std::function<int()>>{
       // Compiles one_backward()'s structure into the plan cache at
@@ -123,25 +94,6 @@ const std::map<std::string, std::function<int()>>& scenarios() {
          gradd::enable(s);
          one_backward();
          return gradd::stats().plan_backwards == 1 ? 0 : 1;
-       }},
-      // Compiles one structure in the background under compile.nice =
-      // $GRADD_TEST_NICE; prints the main thread's nice value and the
-      // highest of any thread's (tests/actors/worker_priority_test.cpp).
-      {"compile_worker_priority",
-       [] {
-         gradd::settings s;
-         s.compile.nice = static_cast<uint32_t>(std::atoi(std::getenv("GRADD_TEST_NICE")));
-         gradd::enable(s);
-         one_backward();
-         if (!gradd::wait_for_compiles() || gradd::stats().compiles != 1)
-           return 1;
-         auto nice_of = thread_nice_values();
-         int highest = nice_of.begin()->second;
-         for (const auto& [tid, nice] : nice_of)
-           highest = std::max(highest, nice);
-         std::cout << "main=" << nice_of.at(std::to_string(::getpid())) << " highest=" << highest
-                   << std::endl;
-         return 0;
        }},
       {"return_while_enabled",
        [] {
