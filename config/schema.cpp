@@ -128,7 +128,8 @@ const std::vector<key_spec>& schema() {
        choice<compile_error_policy>(GRADD_FIELD(fallback.on_compile_error),
                                     {"retry_after", "never_retry"})},
       {"fallback", "retry_after_ms", "integer >= 0", "60000",
-       "how long a failed graph stays on the stock engine before it compiles again",
+       "how long a failed graph stays on the stock engine before it compiles again (and a shape "
+       "whose CUDA graph capture ran out of memory on its plan)",
        integer(GRADD_FIELD(fallback.retry_after_ms), 0)},
       {"fallback", "on_unsupported", "eager, error", "eager",
        "a backward gradd cannot run (nested tensors, deprecated capture hooks): stock engine, or raise",

@@ -26,6 +26,7 @@
 #include <torch/csrc/autograd/function.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -71,6 +72,8 @@ struct capture_request {
   std::string passes;      ///< passes.pipeline, run on the recording first
   uint32_t delay_ms = 0;   ///< compile.delay_ms: the capture waits this long first
   uint32_t max_graphs = 8; ///< cuda_graphs.max_graphs of the structure
+  /// fallback.retry_after_ms: a shape out of memory is captured again after this
+  std::chrono::milliseconds retry_after{60000};
   /// Inputs the graph copies instead of reading them where they live (Note
   /// [Bound inputs]): those an earlier graph of this shape read through a
   /// kernel whose nodes the driver refused new arguments (Known gaps,

@@ -15,7 +15,6 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 namespace gradd::cuda {
@@ -42,9 +41,10 @@ struct structure_graphs {
   /// Per shape, the inputs its graphs copy (capture_request::copied).
   std::unordered_map<uint64_t, std::vector<uint32_t>> copied_inputs;
   std::string plan_only;  ///< why this structure stays on plans; "" while it may get graphs
-  /// Shapes whose capture ran out of device memory: they stay on plans,
-  /// the structure's other shapes keep their graphs.
-  std::unordered_set<uint64_t> out_of_memory;
+  /// Shapes whose capture ran out of device memory, and when they may be
+  /// captured again (fallback.retry_after_ms later): till then they stay
+  /// on plans, and the structure's other shapes keep their graphs.
+  std::unordered_map<uint64_t, std::chrono::steady_clock::time_point> out_of_memory;
   uint64_t clock = 0;     ///< ticks once per replay and capture, for least-recently-used eviction
   uint64_t last_shape = 0;  ///< the shape key of the last backward lifted here
   bool steady = false;      ///< the last two had one shape: worth a bet (Note [Early launch])

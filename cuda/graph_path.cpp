@@ -57,8 +57,12 @@ std::optional<std::vector<uint32_t>> claim_capture(structure_graphs& s, uint64_t
   // again meanwhile: seen on the H200 as the next backward finding them
   // gone. Such a shape is captured from a backward that frees them.
   const auto& policy = c.config.cuda_graphs;
-  if (!s.plan_only.empty() || c.task.keep_graph_ || s.out_of_memory.count(shape)
-      || !wants_capture(s, shape, policy))
+  if (auto oom = s.out_of_memory.find(shape); oom != s.out_of_memory.end()) {
+    if (std::chrono::steady_clock::now() < oom->second)
+      return std::nullopt;
+    s.out_of_memory.erase(oom);  // memory may have come free since
+  }
+  if (!s.plan_only.empty() || c.task.keep_graph_ || !wants_capture(s, shape, policy))
     return std::nullopt;
   if (graph_cache::instance().counters.bytes.load() >= int64_t{policy.memory_limit_mb} << 20)
     return std::nullopt;
@@ -105,6 +109,7 @@ variable_list plan_then_capture(const graph_call& c,
   request->passes = c.config.passes.effective_pipeline();
   request->delay_ms = c.config.compile.delay_ms;
   request->max_graphs = c.config.cuda_graphs.max_graphs;
+  request->retry_after = std::chrono::milliseconds(c.config.fallback.retry_after_ms);
   request->copied = std::move(copied);
   request->level = c.config.logging.level;
   if (request_capture(std::move(request))) {

@@ -92,21 +92,22 @@ void fail(const capture_request& r, const std::string& why) {
       structure_name(r) + " stays on plans: its CUDA graph capture failed: " + why);
 }
 
-/// A capture that ran out of device memory: its shape stays on plans, said
-/// once, and the structure's other shapes keep their graphs. Memory is a
-/// matter of the moment and of the shape (a larger batch), not of the
-/// structure, as a host sync or an op a graph cannot hold is.
+/// A capture that ran out of device memory: its shape stays on plans for
+/// fallback.retry_after_ms, and the structure's other shapes keep their
+/// graphs. Memory is a matter of the moment and of the shape (a larger
+/// batch), not of the structure, as a host sync or an op a graph cannot
+/// hold is.
 void fail_for_memory(const capture_request& r, const std::string& why) {
   auto& structure = r.graphs;
   {
     std::lock_guard lock(structure->mutex);
     structure->shapes.erase(r.shape);
-    structure->out_of_memory.insert(r.shape);
+    structure->out_of_memory[r.shape] = std::chrono::steady_clock::now() + r.retry_after;
   }
   graph_cache::instance().counters.capture_failures.fetch_add(1);
   log(r.level, log_level::warning,
-      structure_name(r) + ": a shape stays on plans, its CUDA graph capture ran out of memory: "
-          + why);
+      structure_name(r) + ": a shape stays on plans for " + std::to_string(r.retry_after.count())
+          + " ms, its CUDA graph capture ran out of memory: " + why);
 }
 
 /// Drops the pending slot of a capture that will not run.

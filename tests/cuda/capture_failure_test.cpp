@@ -7,7 +7,9 @@
 
 #include <c10/core/CachingDeviceAllocator.h>
 
+#include <chrono>
 #include <map>
+#include <thread>
 
 using gradd::test::have_cuda;
 using gradd::test::policy;
@@ -54,7 +56,8 @@ TEST_CASE("a capture that fails leaves its structure on plans", "[cuda][graphs]"
   CHECK(s.plan_backwards == 4);
 }
 
-TEST_CASE("a capture out of memory leaves its shape on plans, the other shapes on their graphs",
+TEST_CASE("a capture out of memory leaves its shape on plans for a while, the other shapes on "
+          "their graphs",
           "[cuda][graphs]") {
   if (!have_cuda())
     return;
@@ -74,7 +77,8 @@ TEST_CASE("a capture out of memory leaves its shape on plans, the other shapes o
   std::map<std::pair<int64_t, int64_t>, Tensor> stock;
   {
     gradd::disable_guard off;
-    for (auto [rows, seed] : {std::pair{small, 1}, {small, 3}, {large, 2}, {large, 4}, {small, 5}})
+    for (auto [rows, seed] : {std::pair{small, 1}, {small, 3}, {large, 2}, {large, 4}, {small, 5},
+                              {large, 6}, {large, 8}})
       stock[{rows, seed}] = step(rows, seed);
   }
   auto expect_stock = [&](int64_t rows, int64_t seed) {
@@ -83,6 +87,7 @@ TEST_CASE("a capture out of memory leaves its shape on plans, the other shapes o
   };
   auto p = policy(gradd::graph_shape_policy::static_shapes);
   p.compile.delay_ms = 1000;  // each capture waits this long first
+  p.fallback.retry_after_ms = 500;
   gradd::reset();
   {
     gradd::enable_guard on{gradd::test::sync_settings()};
@@ -106,4 +111,15 @@ TEST_CASE("a capture out of memory leaves its shape on plans, the other shapes o
   CHECK(gradd::stats().graph_recordings == recordings);
   expect_stock(small, 5);  // its graph still
   CHECK(gradd::stats().graph_backwards == 2);
+
+  // Memory comes free, and after fallback.retry_after_ms the shape is
+  // captured again.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  expect_stock(large, 6);
+  CHECK(gradd::stats().graph_recordings == recordings + 1);
+  REQUIRE(gradd::wait_for_compiles());
+  CHECK(gradd::stats().graphs == 2);
+  CHECK(gradd::stats().graph_capture_failures == 1);
+  expect_stock(large, 8);
+  CHECK(gradd::stats().graph_backwards == 3);
 }
