@@ -47,21 +47,21 @@ bool wants_capture(structure_graphs& s, uint64_t shape, const settings::cuda_gra
 }
 
 /// Whether a backward of `shape`, which has no graph, is recorded for one
-/// (the policy, the memory limit, retain_graph); if so marks the shape as
-/// being captured and returns the inputs its graph copies. Call with
-/// `s.mutex` held.
+/// (the policy, the memory limit, retain_graph, a capture out of memory
+/// not yet due for retry); if so marks the shape as being captured and
+/// returns the inputs its graph copies. Call with `s.mutex` held.
 std::optional<std::vector<uint32_t>> claim_capture(structure_graphs& s, uint64_t shape,
                                                    const graph_call& c) {
-  // Recording swaps the nodes' saved variables on the stream actor's
-  // thread, and a graph kept for another backward (retain_graph) may run
-  // again meanwhile: seen on the H200 as the next backward finding them
-  // gone. Such a shape is captured from a backward that frees them.
-  const auto& policy = c.config.cuda_graphs;
   if (auto oom = s.out_of_memory.find(shape); oom != s.out_of_memory.end()) {
     if (std::chrono::steady_clock::now() < oom->second)
       return std::nullopt;
     s.out_of_memory.erase(oom);  // memory may have come free since
   }
+  // Recording swaps the nodes' saved variables on the stream actor's
+  // thread, and a graph kept for another backward (retain_graph) may run
+  // again meanwhile: seen on the H200 as the next backward finding them
+  // gone. Such a shape is captured from a backward that frees them.
+  const auto& policy = c.config.cuda_graphs;
   if (!s.plan_only.empty() || c.task.keep_graph_ || !wants_capture(s, shape, policy))
     return std::nullopt;
   if (graph_cache::instance().counters.bytes.load() >= int64_t{policy.memory_limit_mb} << 20)

@@ -173,8 +173,8 @@ TEST_CASE("random graphs: functional capture and replay give the stock engine's 
 // offset 25, to p's sum and to q's AccumulateGrad, which steals it once the
 // sum has added it. reorder_accumulate_grad_nodes moved q's accumulation
 // before that sum, so it cloned (offset 0): the same bits in another
-// storage. Passes now keep an op on its side of every other use of its
-// tensor (compiler::graph::same_tensor_as).
+// storage. No pass moves an op past another use of its args now
+// (compiler/passes/hook_moves.hpp).
 TEST_CASE("random graphs: after the passes, .grad steals where the stock engine's does",
           "[engine][functional][random][passes]") {
   program p;
