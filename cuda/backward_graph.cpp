@@ -400,7 +400,7 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
   variable_list results;
   results.reserve(results_.size());
   for (const auto& result : results_) {
-    results.push_back(result.defined() ? result.clone() : result);
+    results.push_back(result.defined() ? layout_copy(result) : result);
     read = read || result.defined();
   }
   if (read)  // the pool's next launch waits for these reads too

@@ -28,4 +28,8 @@ at::Tensor static_copy(const at::Tensor& t, size_t offset) {
   return storage.as_strided(t.sizes(), t.strides(), static_cast<int64_t>(offset / element));
 }
 
+at::Tensor layout_copy(const at::Tensor& t) {
+  return static_copy(t, static_cast<size_t>(t.storage_offset()) * t.element_size());
+}
+
 } // namespace gradd::cuda
