@@ -199,7 +199,10 @@ TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch]
   }
   SECTION("an index is read live, and only while the node holding it has its captured shape") {
     auto w = (torch::randn({64, 64}, on_cuda) * 0.1).requires_grad_();
-    const std::vector<int64_t> batches{16, 16, 16, 16, 16, 16, 32, 32, 32, 32};
+    // Six steps of each batch: the allocator may take two steps of the new
+    // one to settle its addresses (after the out-of-memory case it did, on
+    // the H200), and a graph launches early once a replay found none moved.
+    const std::vector<int64_t> batches{16, 16, 16, 16, 16, 16, 32, 32, 32, 32, 32, 32};
     launches_around new_shape(6);
     auto s = compare_steps(graphs, batches.size(), [&](size_t step) {
       new_shape.watch(step);
@@ -214,7 +217,7 @@ TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch]
       torch::nll_loss(torch::log_softmax(torch::mm(x, w), 1), targets).backward();
       return std::vector<Tensor>{w.grad()};
     });
-    CHECK(s.graph_backwards == 8);
+    CHECK(s.graph_backwards == 10);
     CHECK(s.graph_bound_bytes >= 16 * 8);  // the targets among them (not zeros)
     CHECK(new_shape.before >= 1);
     // The bet on batch 16's graph, whose loss node now holds 32 targets, is not launched.
