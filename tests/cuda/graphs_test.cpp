@@ -394,6 +394,29 @@ TEST_CASE("graphs follow reset(), the memory limit and replaced parameters", "[c
   }
 }
 
+TEST_CASE("autograd::grad results keep the stock engine's layout through a graph",
+          "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  // The gradient of an output read only by its sum is the sum's gradient
+  // expanded (strides 0): a clone() of the graph's result made it
+  // contiguous (stop 35). compare_steps compares strides and offsets too.
+  torch::manual_seed(6);
+  auto w = (torch::randn({8, 8}, torch::device(torch::kCUDA)) * 0.5).requires_grad_();
+  auto step = [&](size_t i) {
+    auto hidden = torch::tanh(w * static_cast<double>(i + 1));
+    auto out = hidden.flip(0);
+    auto loss = out.sum() * 2.0 + hidden.square().sum();
+    return torch::autograd::grad({loss}, {w, out});
+  };
+  {
+    gradd::disable_guard off;
+    CHECK(step(0)[1].strides() == c10::IntArrayRef{0, 0});
+  }
+  auto s = gradd::test::compare_steps(policy(gradd::graph_shape_policy::static_shapes), 4, step);
+  CHECK(s.graph_backwards > 0);
+}
+
 TEST_CASE("with CUDA graphs on, CPU backwards stay on plans, bitwise", "[graphs]") {
   torch::manual_seed(4);
   std::vector<Tensor> w{torch::randn({16, 16}, torch::kFloat64).requires_grad_(),
