@@ -22,6 +22,8 @@ case "${1:-}" in
     nvidia=$(ls -d "$site"/nvidia/*/lib 2>/dev/null | tr '\n' ':')
     # Before the build machine's paths the binaries carry (RUNPATH).
     export LD_LIBRARY_PATH=$PWD/.deps/bin:$PWD/.deps/root/usr/lib/x86_64-linux-gnu:$site/torch/lib:${nvidia}${LD_LIBRARY_PATH:-}
+    # The cases that start gradd-bench start this one, not the build path here.
+    export GRADD_TEST_BENCH=$PWD/.deps/bin/gradd-bench
     exec "$@"
     ;;
   *)
