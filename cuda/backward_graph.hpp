@@ -215,7 +215,8 @@ private:
   /// where more than max_live_holders nodes hold them.
   bool find_live_holders(const engine::functional::recording& recording);
   /// At a replay of `live`, lifted from `backward`: finds each such input
-  /// among its holder's tensors; false where one is not there.
+  /// among its holder's tensors, or the root's (find_holder); false where
+  /// one is in neither.
   bool learn_live_holders(const std::vector<at::Tensor>& live, const backward_nodes& backward);
   /// Puts into `head`, a walk's first nodes, the node holding each input
   /// an early launch reads live, where it lacks one, by the holder's path;
@@ -276,7 +277,7 @@ private:
   /// bounds), or a copied input, which is copied in from there.
   struct live_holder {
     uint32_t input = 0;  ///< its lifted position
-    uint32_t node = 0;   ///< the one node that reads it, in walk order
+    uint32_t node = 0;   ///< the one node that reads it (walk order), or the root (learnt)
     bool copied = false;
     /// Its place among that node's tensors lifted alone, and the shape key
     /// of that lift; learnt at a replay, which fits the graph.

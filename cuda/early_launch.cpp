@@ -42,7 +42,11 @@
 // - each input it copies (where its binding did not hold) is held by one
 //   node, lifted alone before the launch and copied in from there, as the
 //   integer inputs are pointed at; at most 16 such nodes
-//   (max_live_holders);
+//   (max_live_holders). A root gradient is held by the root: the
+//   recording's only reader of it is the root edge's node, whose lift does
+//   not hold it (find_holder; until stop 35 a graph that copied one, one
+//   shape in a third of the convnet's sweeps on the H200, never launched
+//   early);
 // - at its last replay no input had moved, and every address it read lay
 //   in a storage of the CUDA caching allocator (its deleter), with caching
 //   on: such memory stays mapped until the allocator frees or unmaps a
@@ -132,11 +136,6 @@ std::optional<std::vector<uint32_t>> path_from_head(const backward_nodes& backwa
   return std::nullopt;
 }
 
-bool same_layout(const at::Tensor& a, const at::Tensor& b) {
-  return a.defined() && b.defined() && a.scalar_type() == b.scalar_type()
-         && a.sizes() == b.sizes() && a.strides() == b.strides();
-}
-
 } // namespace
 
 bool backward_graph::find_live_holders(const engine::functional::recording& recording) {
@@ -178,23 +177,23 @@ bool backward_graph::find_live_holders(const engine::functional::recording& reco
 
 bool backward_graph::learn_live_holders(const std::vector<at::Tensor>& live,
                                         const backward_nodes& backward) {
+  bool moved_to_root = false;
   for (auto& holder : holders_) {
     if (holder.ordinal)
       continue;
-    auto lifted = lift_alone(backward, holder.node);
-    if (!lifted)
+    auto held = find_holder(backward, holder.node, live[holder.input]);
+    if (!held)
       return false;
-    const auto& input = live[holder.input];
-    for (uint32_t k = 0; k < lifted->tensors.size() && !holder.ordinal; ++k)
-      if (same_layout(lifted->tensors[k], input)
-          && lifted->tensors[k].const_data_ptr() == input.const_data_ptr())
-        holder.ordinal = k;
-    if (!holder.ordinal)
-      return false;
-    holder.key = lifted->key;
+    moved_to_root = moved_to_root || held->node != holder.node;
+    holder.node = held->node;
+    holder.ordinal = held->ordinal;
+    holder.key = held->key;
     holder.path = path_from_head(backward, holder.node);
     holder.type = &typeid(*backward.nodes[holder.node]);
   }
+  if (moved_to_root)  // read_live_holders lifts each node once, in node order
+    std::stable_sort(holders_.begin(), holders_.end(),
+                     [](const live_holder& a, const live_holder& b) { return a.node < b.node; });
   return true;
 }
 
