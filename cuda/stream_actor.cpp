@@ -79,35 +79,28 @@ void publish(const capture_request& r, std::shared_ptr<backward_graph> graph) {
           + (evicted.empty() ? "" : ", " + std::to_string(evicted.size()) + " evicted"));
 }
 
-/// A capture that failed: the structure stays on plans, said once.
-void fail(const capture_request& r, const std::string& why) {
+/// A capture that failed. Running out of device memory is a matter of the
+/// moment and of the shape (a larger batch): that shape stays on plans for
+/// fallback.retry_after_ms and the structure's other shapes keep their
+/// graphs. Anything else (a host sync, an op a graph cannot hold) is the
+/// structure's: it stays on plans, said once.
+void fail(const capture_request& r, const std::string& why, bool out_of_memory) {
   auto& structure = r.graphs;
   {
     std::lock_guard lock(structure->mutex);
     structure->shapes.erase(r.shape);
-    structure->plan_only = why;
+    if (out_of_memory)
+      structure->out_of_memory[r.shape] = std::chrono::steady_clock::now() + r.retry_after;
+    else
+      structure->plan_only = why;
   }
   graph_cache::instance().counters.capture_failures.fetch_add(1);
   log(r.level, log_level::warning,
-      structure_name(r) + " stays on plans: its CUDA graph capture failed: " + why);
-}
-
-/// A capture that ran out of device memory: its shape stays on plans for
-/// fallback.retry_after_ms, and the structure's other shapes keep their
-/// graphs. Memory is a matter of the moment and of the shape (a larger
-/// batch), not of the structure, as a host sync or an op a graph cannot
-/// hold is.
-void fail_for_memory(const capture_request& r, const std::string& why) {
-  auto& structure = r.graphs;
-  {
-    std::lock_guard lock(structure->mutex);
-    structure->shapes.erase(r.shape);
-    structure->out_of_memory[r.shape] = std::chrono::steady_clock::now() + r.retry_after;
-  }
-  graph_cache::instance().counters.capture_failures.fetch_add(1);
-  log(r.level, log_level::warning,
-      structure_name(r) + ": a shape stays on plans for " + std::to_string(r.retry_after.count())
-          + " ms, its CUDA graph capture ran out of memory: " + why);
+      structure_name(r)
+          + (out_of_memory ? ": a shape stays on plans for " + std::to_string(r.retry_after.count())
+                                 + " ms, its CUDA graph capture ran out of memory: "
+                           : " stays on plans: its CUDA graph capture failed: ")
+          + why);
 }
 
 /// Drops the pending slot of a capture that will not run.
@@ -167,11 +160,11 @@ stream_actor::behavior_type stream_stage(stream_actor::stateful_pointer<stream_s
           publish(r, backward_graph::capture(r, self->state.side_stream(),
                                              self->state.shared_pool()));
         } catch (const c10::OutOfMemoryError& e) {
-          fail_for_memory(r, e.what_without_backtrace());
+          fail(r, e.what_without_backtrace(), true);
         } catch (const c10::Error& e) {
-          fail(r, e.what_without_backtrace());
+          fail(r, e.what_without_backtrace(), false);
         } catch (const std::exception& e) {
-          fail(r, e.what());
+          fail(r, e.what(), false);
         }
       }
       order.request.reset();  // the recorded backward's nodes go here, off the training thread
