@@ -404,7 +404,10 @@ TEST_CASE("autograd::grad results keep the stock engine's layout through a graph
   torch::manual_seed(6);
   auto w = (torch::randn({8, 8}, torch::device(torch::kCUDA)) * 0.5).requires_grad_();
   auto step = [&](size_t i) {
-    auto hidden = torch::tanh(w * static_cast<double>(i + 1));
+    // A tensor, not a scalar, changes from step to step: a scalar saved by
+    // an op is part of the structure's key, and each step would be new.
+    auto scale = torch::full({8, 8}, 0.5 * static_cast<double>(i + 1), w.options());
+    auto hidden = torch::tanh(w * scale);
     auto out = hidden.flip(0);
     auto loss = out.sum() * 2.0 + hidden.square().sum();
     return torch::autograd::grad({loss}, {w, out});
