@@ -270,12 +270,13 @@ int run(const options& o) {
               summarize(run_gradd ? gradd_returns : eager_returns).median);
   if (graph_backwards)
     std::printf(", \"hit_us\": {\"walk\": %.1f, \"lift\": %.1f, \"copy\": %.1f, "
-                "\"launch\": %.1f, \"cuda_launch\": %.1f, \"hand_out\": %.1f}",
+                "\"launch\": %.1f, \"cuda_launch\": %.1f, \"live_read\": %.1f, \"hand_out\": %.1f}",
                 per_hit_us(&gradd::statistics::graph_walk_ns),
                 per_hit_us(&gradd::statistics::graph_lift_ns),
                 per_hit_us(&gradd::statistics::graph_copy_ns),
                 per_hit_us(&gradd::statistics::graph_launch_ns),
                 per_hit_us(&gradd::statistics::graph_cuda_launch_ns),
+                per_hit_us(&gradd::statistics::graph_live_read_ns),
                 per_hit_us(&gradd::statistics::graph_hand_out_ns));
   if (graph_backwards)
     std::printf(", \"rewrites_per_hit\": %.2f, \"early_launches\": %llu, \"early_misses\": %llu, "

@@ -271,7 +271,10 @@ backward_graph::launch_early(c10::cuda::CUDAStream stream, const backward_nodes&
     if (!reach_holders(reached))
       return std::nullopt;
   }
+  auto reading = std::chrono::steady_clock::now();
   auto copies = read_live_holders({walked ? backward.nodes : reached, backward.table});
+  graph_cache::instance().counters.live_read_ns.fetch_add(
+      nanoseconds_between(reading, std::chrono::steady_clock::now()), std::memory_order_relaxed);
   if (!copies)
     return std::nullopt;
   follow_pool(stream, c10::cuda::getCurrentCUDAStream(stream.device_index()));

@@ -72,6 +72,7 @@ void graph_counters::reset() noexcept {
   copy_ns = 0;
   launch_ns = 0;
   cuda_launch_ns = 0;
+  live_read_ns = 0;
   hand_out_ns = 0;
 }
 

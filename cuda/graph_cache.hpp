@@ -95,6 +95,7 @@ struct graph_counters {
   std::atomic<uint64_t> copy_ns{0};      ///< misfit check, copy-on-write, batched copy launch
   std::atomic<uint64_t> launch_ns{0};    ///< the graph launch, with an early launch's bet
   std::atomic<uint64_t> cuda_launch_ns{0};  ///< of launch_ns, the cudaGraphLaunch calls
+  std::atomic<uint64_t> live_read_ns{0};  ///< of launch_ns, an early launch's holders lifted alone
   std::atomic<uint64_t> hand_out_ns{0};  ///< gradients to .grad, results cloned, saved variables let go
   std::atomic<int64_t> bytes{0};              ///< device memory all graphs hold
   std::atomic<int64_t> bound_bytes{0};        ///< inputs all graphs read in place (Note [Bound inputs])

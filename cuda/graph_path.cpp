@@ -226,6 +226,7 @@ void add_graph_statistics(statistics& s) {
   s.graph_copy_ns = counters.copy_ns.load();
   s.graph_launch_ns = counters.launch_ns.load();
   s.graph_cuda_launch_ns = counters.cuda_launch_ns.load();
+  s.graph_live_read_ns = counters.live_read_ns.load();
   s.graph_hand_out_ns = counters.hand_out_ns.load();
   s.graph_recordings = counters.recordings.load();
   s.graph_rewrites = counters.rewrites.load();

@@ -87,6 +87,7 @@ std::vector<std::pair<std::string, uint64_t>> fields(const statistics& s) {
       {"graph_copy_ns", s.graph_copy_ns},
       {"graph_launch_ns", s.graph_launch_ns},
       {"graph_cuda_launch_ns", s.graph_cuda_launch_ns},
+      {"graph_live_read_ns", s.graph_live_read_ns},
       {"graph_hand_out_ns", s.graph_hand_out_ns},
   };
   for (size_t i = 0; i < fallback_reason_count; ++i)

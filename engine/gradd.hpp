@@ -104,6 +104,7 @@ struct statistics {
   uint64_t graph_copy_ns = 0;
   uint64_t graph_launch_ns = 0;
   uint64_t graph_cuda_launch_ns = 0;  ///< of graph_launch_ns, cudaGraphLaunch's own
+  uint64_t graph_live_read_ns = 0;  ///< of graph_launch_ns, inputs read live for early launches
   uint64_t graph_hand_out_ns = 0;
 
   /// Backwards that fell back for `reason`.
