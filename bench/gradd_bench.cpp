@@ -281,7 +281,7 @@ int run(const options& o) {
   if (graph_backwards)
     std::printf(", \"rewrites_per_hit\": %.2f, \"early_launches\": %llu, \"early_misses\": %llu, "
                 "\"bets_before_engine\": %llu, \"bets_before_walk\": %llu, "
-                "\"hits_before_engine\": %llu",
+                "\"hits_before_engine\": %llu, \"copy_on_writes\": %llu",
                 static_cast<double>(after.graph_rewrites - before.graph_rewrites) / graph_backwards,
                 static_cast<unsigned long long>(after.graph_early_launches
                                                 - before.graph_early_launches),
@@ -292,7 +292,9 @@ int run(const options& o) {
                 static_cast<unsigned long long>(after.graph_bets_before_walk
                                                 - before.graph_bets_before_walk),
                 static_cast<unsigned long long>(after.graph_hits_before_engine
-                                                - before.graph_hits_before_engine));
+                                                - before.graph_hits_before_engine),
+                static_cast<unsigned long long>(after.graph_copy_on_writes
+                                                - before.graph_copy_on_writes));
   if (o.mode == "both") {
     auto e = summarize(eager_times);
     std::printf(", \"eager_median_ms\": %.4f, \"eager_returned_ms\": %.4f, \"ratio\": %.4f, "
