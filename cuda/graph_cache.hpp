@@ -51,11 +51,11 @@ struct structure_graphs {
   /// Shapes by their probe's key (Note [Shape probe]); nullopt for a key
   /// that two shapes share.
   std::unordered_map<uint64_t, std::optional<uint64_t>> probed_shapes;
-  bool probe_fails = false;  ///< its probe cannot be lifted alone: no bets by probe
+  bool probe_fails = false;  ///< its probe has no key (a symbolic or nested shape): no bets by probe
   uint32_t parameter_moves = 0;  ///< graphs dropped for a parameter at another address
 
-  /// Notes that `shape`'s probe has key `probe`; nullopt: that it cannot be
-  /// lifted alone. Call with `mutex` held.
+  /// Notes that `shape`'s probe has key `probe`; nullopt: that it has none.
+  /// Call with `mutex` held.
   void learn_probe(uint64_t shape, std::optional<uint64_t> probe);
 
   /// Whether every graph held has its probe key learnt, and there are

@@ -2,7 +2,7 @@
 
 // One node of a backward lifted through `compiled_args` apart from the
 // others: what a launch before the backward's full lift can afford to read
-// (Note [Early launch], Note [Shape probe]).
+// (Note [Early launch]).
 
 #include "compiler/ir.hpp"
 

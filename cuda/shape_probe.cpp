@@ -4,15 +4,67 @@
 
 #include "compiler/exec_info.hpp"
 
+#include <torch/csrc/autograd/function.h>
+
 namespace gradd::cuda {
 
+namespace {
+
+/// FNV-1a over 64-bit words.
+class key_hash {
+public:
+  void mix(uint64_t word) { hash_ = (hash_ ^ word) * 0x100000001b3ull; }
+  uint64_t value() const { return hash_; }
+
+private:
+  uint64_t hash_ = 0xcbf29ce484222325ull;
+};
+
+/// Mixes `m`, the metadata of a gradient, into `key`; false where its shape
+/// is not a list of numbers.
+bool mix_metadata(key_hash& key, const torch::autograd::InputMetadata& m) {
+  if (m.was_default_constructed()) {  // an input the node does not use
+    key.mix(~uint64_t{0});
+    return true;
+  }
+  if (m.is_nested_tensor() || m.is_tensor_subclass())
+    return false;
+  key.mix(static_cast<uint64_t>(m.dtype().toScalarType()));
+  key.mix(static_cast<uint64_t>(m.device().type()) << 8 | static_cast<uint8_t>(m.device().index()));
+  auto shape = m.shape_as_dim_vector();
+  key.mix(shape.size());
+  for (const auto& size : shape) {
+    auto known = size.maybe_as_int();
+    if (!known)
+      return false;
+    key.mix(static_cast<uint64_t>(*known));
+  }
+  return true;
+}
+
+} // namespace
+
 std::optional<uint64_t> probe_key(const backward_nodes& backward) {
-  const auto& nodes = backward.table.nodes;
-  for (uint32_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i].is_root || !compiler::should_execute(nodes[i]))
+  const auto& table = backward.table.nodes;
+  for (uint32_t i = 0; i < table.size(); ++i) {
+    if (table[i].is_root || !compiler::should_execute(table[i]))
       continue;
-    auto lifted = lift_alone(backward, i);
-    return lifted ? std::optional(lifted->key) : std::nullopt;
+    if (i >= backward.nodes.size() || !backward.nodes[i])
+      return std::nullopt;  // beyond a walk's head (Note [Bets before the walk])
+    const torch::autograd::Node& probe = *backward.nodes[i];
+    key_hash key;
+    for (uint32_t k = 0; k < probe.num_inputs(); ++k)
+      if (!mix_metadata(key, probe.input_metadata(k)))
+        return std::nullopt;
+    for (const auto& edge : probe.next_edges()) {
+      if (!edge.function) {
+        key.mix(0);  // a gradient nobody takes
+        continue;
+      }
+      if (!mix_metadata(key, edge.function->input_metadata(edge.input_nr)))
+        return std::nullopt;
+    }
+    return key.value();
   }
   return std::nullopt;
 }

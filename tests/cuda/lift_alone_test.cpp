@@ -1,42 +1,16 @@
 // One node of a backward lifted alone (cuda/lift_alone.hpp): which node's
 // lift holds a tensor that an early launch copies in before the full lift
 // (Note [Early launch]). Lifting is the same on every device, so these run
-// on CPU tensors, with the functional recording's graph of the backward.
+// on CPU tensors, with the functional recording's graph of the backward
+// (graph_look.hpp).
 
-#include "cuda/lift_alone.hpp"
-#include "engine/functional/graph.hpp"
-#include "engine/functional_hooks.hpp"
-
-#include <torch/torch.h>
+#include "cuda/graph_look.hpp"
 
 #include <catch2/catch.hpp>
 
-#include <functional>
-
-namespace {
-
 using gradd::cuda::backward_nodes;
 using gradd::cuda::find_holder;
-
-/// Runs `backward` with the compiled-autograd hook calling `look` on its
-/// graph (walk and node table) in place of any engine: nothing here needs
-/// the gradients.
-void look_at_graph(const std::function<void()>& backward,
-                   const std::function<void(const backward_nodes&)>& look) {
-  static std::function<void(const backward_nodes&)> current;
-  current = look;
-  gradd::test::hook_scope hooks(
-      [](const std::shared_ptr<torch::autograd::Node>& root, const torch::autograd::GraphTask& task,
-         bool accumulate_grad, const torch::autograd::edge_list& outputs) {
-        at::NoGradGuard no_grad;  // as gradd's hook reads a graph
-        auto g = gradd::engine::functional::read_graph(root, task, accumulate_grad, outputs);
-        current(backward_nodes{g.walk.nodes, g.ir});
-        return torch::autograd::variable_list(outputs.size());
-      });
-  backward();
-}
-
-} // namespace
+using gradd::test::look_at_graph;
 
 TEST_CASE("a root gradient is held by the root's lift, a saved tensor by its node's",
           "[engine][graphs]") {
