@@ -5,7 +5,7 @@
 //               --device {cpu,cuda} --mode {eager,gradd,both}
 //               --iters N --warmup W [--config FILE] [--structures {fixed,sweep}]
 //               [--shapes {fixed,sweep}] [--dump-ir DIR] [--grad-ready-times]
-//               [--trace FILE] [--deterministic] [--help]
+//               [--trace FILE] [--deterministic] [--step-times] [--help]
 //
 // A flag takes its value as the next argument or after '=', and may be
 // given once; anything else is refused with the usage and exit code 2, as is
@@ -49,6 +49,11 @@
 // bench/kernel_trace.hpp) of `traced_steps` more steps after the timed
 // ones, each engine's backward in turn, gradd's first;
 // bench/trace_summary.py says where each backward's time went.
+// `--step-times` adds each timed step's time in order (`step_ms`, gradd's,
+// or the stock engine's in `--mode eager`; the first is step `--warmup`,
+// whose batch with `--shapes sweep` is the (step mod 4)-th size) and, with
+// the floor, each shape's (`shape_floor_ms`, by step mod 4): a median hides
+// which shapes are slow.
 // `first_ms` is gradd's first backward in the process (a new structure),
 // `eager_first_ms` the stock engine's of the same batch right after it;
 // `--mode both` also makes the structure new to gradd again (reset) in
@@ -123,11 +128,20 @@ std::pair<double, double> new_structure_firsts(gradd::models::model& model, int6
   return {summarize(gradd_firsts).median, summarize(stock_firsts).median};
 }
 
+/// Prints `, "name": [v, ...]`, milliseconds, into the JSON line.
+void print_list(const char* name, const std::vector<double>& values) {
+  std::printf(", \"%s\": [", name);
+  for (size_t i = 0; i < values.size(); ++i)
+    std::printf(i ? ", %.4f" : "%.4f", values[i]);
+  std::printf("]");
+}
+
 /// The floor of timed steps, and their median time over it.
 struct step_floor {
   double ms = 0;
   double ratio = 0;
   double launch_us = 0;  ///< the floor graph's cudaGraphLaunch, median over shapes
+  std::vector<double> of_shape;  ///< each shape's, by step mod the shapes
 };
 
 /// The floor (bench/backward_floor.hpp) of the steps timed as `times`, the
@@ -152,13 +166,15 @@ std::optional<step_floor> floor_of_steps(gradd::models::model& model, int64_t fi
   }
   double launch_us = summarize(launches).median;
   if (!shape_sweep)
-    return step_floor{floor_of_shape[0], summarize(times).median / floor_of_shape[0], launch_us};
+    return step_floor{floor_of_shape[0], summarize(times).median / floor_of_shape[0], launch_us,
+                      floor_of_shape};
   std::vector<double> floors, ratios;
   for (size_t i = 0; i < times.size(); ++i) {
     floors.push_back(floor_of_shape[(first_step + static_cast<int64_t>(i)) % shapes]);
     ratios.push_back(times[i] / floors.back());
   }
-  return step_floor{summarize(floors).median, summarize(ratios).median, launch_us};
+  return step_floor{summarize(floors).median, summarize(ratios).median, launch_us,
+                    floor_of_shape};
 }
 
 /// Runs the benchmark `o` describes and prints its JSON line.
@@ -330,13 +346,17 @@ int run(const options& o) {
       // stream, which CUDA refuses (seen with compile.delay_ms: 200 on the
       // H200, the process ended).
       gradd::wait_for_compiles();
-      if (auto floor = floor_of_steps(*model, o.warmup, gradd_times, shape_sweep))
+      if (auto floor = floor_of_steps(*model, o.warmup, gradd_times, shape_sweep)) {
         std::printf(", \"floor_ms\": %.4f, \"floor_ratio\": %.4f, \"floor_launch_us\": %.1f",
                     floor->ms, floor->ratio, floor->launch_us);
-      else
+        if (o.step_times)
+          print_list("shape_floor_ms", floor->of_shape);
+      } else
         std::cerr << "gradd-bench: built without the CUDA toolkit's headers: no floor_ms\n";
     }
   }
+  if (o.step_times)
+    print_list("step_ms", main_times);
   if (o.grad_ready_times) {
     int64_t last = o.warmup + o.iters;
     if (run_gradd) {

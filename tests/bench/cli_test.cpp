@@ -39,6 +39,7 @@ TEST_CASE("gradd-bench refuses a bad command line with exit code 2 and says why"
       {{"--grad-ready-times=yes"}, "--grad-ready-times takes no value"},
       {{"--deterministic=yes"}, "--deterministic takes no value"},
       {{"--deterministic", "--deterministic"}, "--deterministic given twice"},
+      {{"--step-times=yes"}, "--step-times takes no value"},
       {{"--model=resnet"}, "--model 'resnet' is not one of: "},
       {{"--config", policy, "--config", policy}, "--config given twice"},
   };
@@ -122,6 +123,17 @@ TEST_CASE("gradd-bench --deterministic says so in its line", "[bench][cli]") {
   CHECK_THAT(plain.out, Catch::Contains("\"deterministic\": false"));
   CHECK_THAT(deterministic.out, Catch::Contains("\"deterministic\": true"));
   CHECK_THAT(deterministic.out, Catch::Contains("\"max_rel_grad_diff\": 0,"));
+}
+
+TEST_CASE("gradd-bench --step-times lists each timed step in order", "[bench][cli]") {
+  auto r = run_bench({"--model=mlp", "--mode", "gradd", "--iters=3", "--warmup=0", "--shapes",
+                      "sweep", "--step-times"});
+  INFO(r.err);
+  CHECK(r.exited(0));
+  CHECK_THAT(r.out, Catch::Matches(R"(.*"step_ms": \[[0-9.]+, [0-9.]+, [0-9.]+\].*\s*)"));
+  auto plain = run_bench({"--model=mlp", "--mode", "gradd", "--iters=3", "--warmup=0"});
+  CHECK(plain.exited(0));
+  CHECK_THAT(plain.out, !Catch::Contains("step_ms"));
 }
 
 TEST_CASE("gradd-bench --trace writes a kernel trace, and says so where it cannot", "[bench][cli]") {
