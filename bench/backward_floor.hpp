@@ -4,10 +4,14 @@
 // backward, captured into one CUDA graph in this process and replayed. No
 // engine of any kind runs between them, so no backward engine can beat it
 // without other kernels; issue 8's CUDA graphs aim at it (floor_ratio).
+// A shape sweep's floor has two readings: each shape's graph replayed in a
+// row, and the shapes' graphs replayed in turn, as a sweep runs them
+// (switching graphs costs the wide-mlp 50-85 µs a replay on the H100).
 
 #include "examples/models.hpp"
 
 #include <optional>
+#include <vector>
 
 namespace gradd::measure {
 
@@ -27,5 +31,12 @@ struct backward_floor {
 /// build cannot measure it. gradd must be disabled or the caller inside a
 /// disable_guard. Leaves the parameters' `.grad` undefined.
 std::optional<backward_floor> measure_backward_floor(models::model& model, int64_t step, int runs);
+
+/// The floors of steps `first` to `first + shapes - 1` with their graphs
+/// replayed in turn, `runs` rounds: each one's median replay, synchronized,
+/// in milliseconds, in step order; empty where the build cannot measure it.
+/// As measure_backward_floor otherwise.
+std::vector<double> measure_rotating_floor(models::model& model, int64_t first, int shapes,
+                                           int runs);
 
 } // namespace gradd::measure

@@ -42,7 +42,9 @@
 // from one CUDA graph (bench/backward_floor.hpp), and `floor_ratio`, gradd's
 // median over it; with `--shapes sweep` each batch size has its floor, and
 // `floor_ratio` is the median of each timed step's time over its own;
-// `floor_launch_us` is the CPU time of the floor graph's launch. Every run
+// `floor_launch_us` is the CPU time of the floor graph's launch; a sweep
+// adds `rotating_floor_ms` and `rotating_floor_ratio`, the same with the
+// shapes' floor graphs replayed in turn, as the sweep runs them. Every run
 // reports `returned_ms`, the median time until `backward()` returned (the
 // GPU may still run), beside `median_ms`, until its stream was done.
 // `--trace FILE` writes a kernel timeline (Chrome trace,
@@ -52,8 +54,8 @@
 // `--step-times` adds each timed step's time in order (`step_ms`, gradd's,
 // or the stock engine's in `--mode eager`; the first is step `--warmup`,
 // whose batch with `--shapes sweep` is the (step mod 4)-th size) and, with
-// the floor, each shape's (`shape_floor_ms`, by step mod 4): a median hides
-// which shapes are slow.
+// the floor, each shape's (`shape_floor_ms`, by step mod 4; a sweep's
+// `shape_rotating_floor_ms` too): a median hides which shapes are slow.
 // `first_ms` is gradd's first backward in the process (a new structure),
 // `eager_first_ms` the stock engine's of the same batch right after it;
 // `--mode both` also makes the structure new to gradd again (reset) in
@@ -142,14 +144,35 @@ struct step_floor {
   double ratio = 0;
   double launch_us = 0;  ///< the floor graph's cudaGraphLaunch, median over shapes
   std::vector<double> of_shape;  ///< each shape's, by step mod the shapes
+  /// A sweep's: its shapes' graphs replayed in turn (backward_floor.hpp).
+  struct rotating {
+    double ms = 0;
+    double ratio = 0;
+    std::vector<double> of_shape;
+  };
+  std::optional<rotating> rotated;
 };
+
+/// The median of `times` (steps from `first_step`) and of each one over
+/// `floor_of_shape` of its shape (step mod the shapes).
+std::pair<double, double> held_to(const std::vector<double>& times, int64_t first_step,
+                                  const std::vector<double>& floor_of_shape) {
+  auto shapes = static_cast<int64_t>(floor_of_shape.size());
+  std::vector<double> floors, ratios;
+  for (size_t i = 0; i < times.size(); ++i) {
+    floors.push_back(floor_of_shape[(first_step + static_cast<int64_t>(i)) % shapes]);
+    ratios.push_back(times[i] / floors.back());
+  }
+  return {summarize(floors).median, summarize(ratios).median};
+}
 
 /// The floor (bench/backward_floor.hpp) of the steps timed as `times`, the
 /// first of them step `first_step`: one shape's, or with `shape_sweep` each
 /// batch size's, a step held to the floor of its own shape. With a sweep
 /// `ms` is the median of the steps' floors and `ratio` the median of each
 /// step's time over its floor: a median over four batch sizes falls
-/// between two of them. Nullopt without the CUDA toolkit's headers.
+/// between two of them; `rotated` is the same with the shapes' floor graphs
+/// replayed in turn. Nullopt without the CUDA toolkit's headers.
 std::optional<step_floor> floor_of_steps(gradd::models::model& model, int64_t first_step,
                                          const std::vector<double>& times, bool shape_sweep) {
   gradd::disable_guard off;
@@ -168,13 +191,15 @@ std::optional<step_floor> floor_of_steps(gradd::models::model& model, int64_t fi
   if (!shape_sweep)
     return step_floor{floor_of_shape[0], summarize(times).median / floor_of_shape[0], launch_us,
                       floor_of_shape};
-  std::vector<double> floors, ratios;
-  for (size_t i = 0; i < times.size(); ++i) {
-    floors.push_back(floor_of_shape[(first_step + static_cast<int64_t>(i)) % shapes]);
-    ratios.push_back(times[i] / floors.back());
-  }
-  return step_floor{summarize(floors).median, summarize(ratios).median, launch_us,
-                    floor_of_shape};
+  auto [ms, ratio] = held_to(times, first_step, floor_of_shape);
+  step_floor floor{ms, ratio, launch_us, floor_of_shape};
+  auto in_turn = gradd::measure::measure_rotating_floor(model, after, static_cast<int>(shapes), 50);
+  step_floor::rotating rotated{0, 0, std::vector<double>(shapes)};
+  for (int64_t s = 0; s < shapes; ++s)
+    rotated.of_shape[(after + s) % shapes] = in_turn.at(s);
+  std::tie(rotated.ms, rotated.ratio) = held_to(times, first_step, rotated.of_shape);
+  floor.rotated = std::move(rotated);
+  return floor;
 }
 
 /// Runs the benchmark `o` describes and prints its JSON line.
@@ -349,8 +374,14 @@ int run(const options& o) {
       if (auto floor = floor_of_steps(*model, o.warmup, gradd_times, shape_sweep)) {
         std::printf(", \"floor_ms\": %.4f, \"floor_ratio\": %.4f, \"floor_launch_us\": %.1f",
                     floor->ms, floor->ratio, floor->launch_us);
-        if (o.step_times)
+        if (floor->rotated)
+          std::printf(", \"rotating_floor_ms\": %.4f, \"rotating_floor_ratio\": %.4f",
+                      floor->rotated->ms, floor->rotated->ratio);
+        if (o.step_times) {
           print_list("shape_floor_ms", floor->of_shape);
+          if (floor->rotated)
+            print_list("shape_rotating_floor_ms", floor->rotated->of_shape);
+        }
       } else
         std::cerr << "gradd-bench: built without the CUDA toolkit's headers: no floor_ms\n";
     }
