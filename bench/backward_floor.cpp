@@ -43,7 +43,11 @@ namespace {
 
 /// The stock engine's backward of `model`'s loss at `step`, captured on the
 /// current stream after warm-up backwards there, and replayed once (the
-/// first replay uploads the graph). The loss holds what the graph reads.
+/// first replay uploads the graph). The loss holds what the graph reads:
+/// the capture keeps its graph, so the saved tensors stay allocated while
+/// other captures' forwards run (released, their memory went to the next
+/// forward, and a replay in turn read another step's tensors: convnet's
+/// loss backward tripped its device assert on stale targets).
 struct captured_backward {
   torch::Tensor loss;
   std::unique_ptr<at::cuda::CUDAGraph> graph = std::make_unique<at::cuda::CUDAGraph>();
@@ -58,7 +62,7 @@ captured_backward capture_backward(models::model& model, int64_t step) {
   captured_backward captured{model.loss(step)};
   torch::cuda::synchronize();
   captured.graph->capture_begin();
-  captured.loss.backward();
+  captured.loss.backward({}, /*retain_graph=*/true);
   captured.graph->capture_end();
   torch::cuda::synchronize();
   captured.graph->replay();
