@@ -8,39 +8,32 @@
 
 namespace gradd::cuda {
 
-namespace {
-
-constexpr uint64_t mix(uint64_t hash, uint64_t value) noexcept {
-  return (hash ^ value) * 0x100000001b3ull;
-}
-
-} // namespace
-
 std::optional<uint64_t> shape_key(const torch::dynamo::autograd::AutogradCompilerCall& call,
                                   uint64_t nodes) {
   uint64_t key = nodes;
   for (const auto& size : call.all_size_inputs)
-    key = mix(key, static_cast<uint64_t>(size.value));
+    key = mix_key(key, static_cast<uint64_t>(size.value));
   for (const auto& arg : call.lifted_ivalue_args.args) {
     const auto& v = *arg.actual_ptr;
     if (v.isInt())
-      key = mix(key, static_cast<uint64_t>(v.toInt()));
+      key = mix_key(key, static_cast<uint64_t>(v.toInt()));
     else if (v.isDouble())
-      key = mix(key, std::bit_cast<uint64_t>(v.toDouble()));
+      key = mix_key(key, std::bit_cast<uint64_t>(v.toDouble()));
     else if (v.isBool())
-      key = mix(key, v.toBool());
+      key = mix_key(key, v.toBool());
     else
       return std::nullopt;
   }
   for (const auto& t : call.tensor_args.inputs) {
     if (!t.defined()) {
-      key = mix(key, 0);
+      key = mix_key(key, 0);
       continue;
     }
-    key = mix(key, static_cast<uint64_t>(t.scalar_type()) + 1);
-    key = mix(key, static_cast<uint64_t>(t.device().index()));
+    key = mix_key(key, static_cast<uint64_t>(t.scalar_type()) + 1);
+    key = mix_key(key, static_cast<uint64_t>(t.device().index()));
     for (int64_t d = 0; d < t.dim(); ++d)
-      key = mix(mix(key, static_cast<uint64_t>(t.size(d))), static_cast<uint64_t>(t.stride(d)));
+      key = mix_key(mix_key(key, static_cast<uint64_t>(t.size(d))),
+                    static_cast<uint64_t>(t.stride(d)));
   }
   return key;
 }

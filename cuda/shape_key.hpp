@@ -12,6 +12,13 @@ struct AutogradCompilerCall;
 
 namespace gradd::cuda {
 
+/// FNV-1a over 64-bit words, the hash of every key here: start from
+/// `key_basis`, mix in each word.
+constexpr uint64_t key_basis = 0xcbf29ce484222325ull;
+constexpr uint64_t mix_key(uint64_t hash, uint64_t word) noexcept {
+  return (hash ^ word) * 0x100000001b3ull;
+}
+
 /// The key of `call`'s lifted state given `nodes`, the hash of the lifted
 /// nodes' specialization keys (their non-tensor attributes): the lifted
 /// sizes and scalars, and each lifted tensor's dtype, device, sizes and
