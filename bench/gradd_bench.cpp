@@ -138,41 +138,40 @@ void print_list(const char* name, const std::vector<double>& values) {
   std::printf("]");
 }
 
-/// The floor of timed steps, and their median time over it.
-struct step_floor {
-  double ms = 0;
-  double ratio = 0;
-  double launch_us = 0;  ///< the floor graph's cudaGraphLaunch, median over shapes
-  std::vector<double> of_shape;  ///< each shape's, by step mod the shapes
-  /// A sweep's: its shapes' graphs replayed in turn (backward_floor.hpp).
-  struct rotating {
-    double ms = 0;
-    double ratio = 0;
-    std::vector<double> of_shape;
-  };
-  std::optional<rotating> rotated;
+/// Timed steps held to one reading of their floor.
+struct floor_reading {
+  std::vector<double> of_shape;  ///< each shape's floor, by step mod the shapes
+  double ms = 0;                 ///< the median of the steps' floors
+  double ratio = 0;              ///< the median of each step's time over its floor
 };
 
-/// The median of `times` (steps from `first_step`) and of each one over
-/// `floor_of_shape` of its shape (step mod the shapes).
-std::pair<double, double> held_to(const std::vector<double>& times, int64_t first_step,
-                                  const std::vector<double>& floor_of_shape) {
-  auto shapes = static_cast<int64_t>(floor_of_shape.size());
+/// `times` (steps from `first_step`) held to `of_shape`.
+floor_reading held_to(const std::vector<double>& times, int64_t first_step,
+                      std::vector<double> of_shape) {
+  auto shapes = static_cast<int64_t>(of_shape.size());
   std::vector<double> floors, ratios;
   for (size_t i = 0; i < times.size(); ++i) {
-    floors.push_back(floor_of_shape[(first_step + static_cast<int64_t>(i)) % shapes]);
+    floors.push_back(of_shape[(first_step + static_cast<int64_t>(i)) % shapes]);
     ratios.push_back(times[i] / floors.back());
   }
-  return {summarize(floors).median, summarize(ratios).median};
+  return {std::move(of_shape), summarize(floors).median, summarize(ratios).median};
 }
+
+/// The floor of timed steps, and their median time over it.
+struct step_floor {
+  floor_reading in_a_row;  ///< each shape's graph replayed in a row
+  /// A sweep's: its shapes' graphs replayed in turn (backward_floor.hpp).
+  std::optional<floor_reading> in_turn;
+  double launch_us = 0;  ///< the floor graph's cudaGraphLaunch, median over shapes
+};
 
 /// The floor (bench/backward_floor.hpp) of the steps timed as `times`, the
 /// first of them step `first_step`: one shape's, or with `shape_sweep` each
-/// batch size's, a step held to the floor of its own shape. With a sweep
-/// `ms` is the median of the steps' floors and `ratio` the median of each
-/// step's time over its floor: a median over four batch sizes falls
-/// between two of them; `rotated` is the same with the shapes' floor graphs
-/// replayed in turn. Nullopt without the CUDA toolkit's headers.
+/// batch size's, a step held to the floor of its own shape: with a sweep
+/// the median of the steps' floors and of their times over them (a median
+/// over four batch sizes falls between two of them), and the same with the
+/// shapes' floor graphs replayed in turn. Nullopt without the CUDA
+/// toolkit's headers.
 std::optional<step_floor> floor_of_steps(gradd::models::model& model, int64_t first_step,
                                          const std::vector<double>& times, bool shape_sweep) {
   gradd::disable_guard off;
@@ -187,18 +186,15 @@ std::optional<step_floor> floor_of_steps(gradd::models::model& model, int64_t fi
     floor_of_shape[step % shapes] = floor->ms;
     launches.push_back(floor->launch_us);
   }
-  double launch_us = summarize(launches).median;
-  if (!shape_sweep)
-    return step_floor{floor_of_shape[0], summarize(times).median / floor_of_shape[0], launch_us,
-                      floor_of_shape};
-  auto [ms, ratio] = held_to(times, first_step, floor_of_shape);
-  step_floor floor{ms, ratio, launch_us, floor_of_shape};
-  auto in_turn = gradd::measure::measure_rotating_floor(model, after, static_cast<int>(shapes), 50);
-  step_floor::rotating rotated{0, 0, std::vector<double>(shapes)};
-  for (int64_t s = 0; s < shapes; ++s)
-    rotated.of_shape[(after + s) % shapes] = in_turn.at(s);
-  std::tie(rotated.ms, rotated.ratio) = held_to(times, first_step, rotated.of_shape);
-  floor.rotated = std::move(rotated);
+  step_floor floor{held_to(times, first_step, std::move(floor_of_shape)), std::nullopt,
+                   summarize(launches).median};
+  if (shape_sweep) {
+    auto in_turn = gradd::measure::measure_rotating_floor(model, after, static_cast<int>(shapes), 50);
+    std::vector<double> of_shape(shapes);
+    for (int64_t s = 0; s < shapes; ++s)
+      of_shape[(after + s) % shapes] = in_turn.at(s);
+    floor.in_turn = held_to(times, first_step, std::move(of_shape));
+  }
   return floor;
 }
 
@@ -373,14 +369,14 @@ int run(const options& o) {
       gradd::wait_for_compiles();
       if (auto floor = floor_of_steps(*model, o.warmup, gradd_times, shape_sweep)) {
         std::printf(", \"floor_ms\": %.4f, \"floor_ratio\": %.4f, \"floor_launch_us\": %.1f",
-                    floor->ms, floor->ratio, floor->launch_us);
-        if (floor->rotated)
+                    floor->in_a_row.ms, floor->in_a_row.ratio, floor->launch_us);
+        if (floor->in_turn)
           std::printf(", \"rotating_floor_ms\": %.4f, \"rotating_floor_ratio\": %.4f",
-                      floor->rotated->ms, floor->rotated->ratio);
+                      floor->in_turn->ms, floor->in_turn->ratio);
         if (o.step_times) {
-          print_list("shape_floor_ms", floor->of_shape);
-          if (floor->rotated)
-            print_list("shape_rotating_floor_ms", floor->rotated->of_shape);
+          print_list("shape_floor_ms", floor->in_a_row.of_shape);
+          if (floor->in_turn)
+            print_list("shape_rotating_floor_ms", floor->in_turn->of_shape);
         }
       } else
         std::cerr << "gradd-bench: built without the CUDA toolkit's headers: no floor_ms\n";
