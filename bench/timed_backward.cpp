@@ -56,12 +56,15 @@ backward_time timed_backward(models::model& model, int64_t step, bool with_gradd
 }
 
 int64_t backward_peak(models::model& model, int64_t step, bool with_gradd,
-                      const torch::Device& device) {
+                      const torch::Device& device, bool retain_graph) {
   std::optional<measure::peak_memory> peak;
-  return measured_backward(model, step, with_gradd, device, [&] {
-    peak.emplace(device);
-    return [&](auto) { return peak->peak_above_start(); };
-  });
+  return measured_backward(
+      model, step, with_gradd, device,
+      [&] {
+        peak.emplace(device);
+        return [&](auto) { return peak->peak_above_start(); };
+      },
+      retain_graph);
 }
 
 std::pair<double, double> gradient_ready_times(models::model& model, int64_t step,

@@ -24,13 +24,14 @@ namespace gradd::bench {
 void synchronize(const torch::Device& device);
 
 /// Runs one forward + backward of `model` on batch `step` with gradd on or
-/// off (gradd must be enabled). `probe()` is called right before the
-/// backward and returns what to call right after it, with when `backward()`
+/// off (gradd must be enabled), keeping the graph's saved tensors to its
+/// end with `retain_graph`. `probe()` is called right before the backward
+/// and returns what to call right after it, with when `backward()`
 /// returned (before the wait for its stream); that call's result is
 /// returned.
 template <class Probe>
 auto measured_backward(models::model& model, int64_t step, bool with_gradd,
-                       const torch::Device& device, Probe probe) {
+                       const torch::Device& device, Probe probe, bool retain_graph = false) {
   for (auto p : model.parameters())
     p.mutable_grad() = torch::Tensor();
   auto loss = model.loss(step);
@@ -39,7 +40,7 @@ auto measured_backward(models::model& model, int64_t step, bool with_gradd,
     off.emplace();
   synchronize(device);
   auto finish = probe();
-  loss.backward();
+  loss.backward({}, retain_graph);
   auto returned = std::chrono::steady_clock::now();
   synchronize(device);
   return finish(returned);
@@ -59,9 +60,11 @@ struct backward_time {
 backward_time timed_backward(models::model& model, int64_t step, bool with_gradd,
                              const torch::Device& device);
 
-/// Bytes allocated at the backward's peak beyond what its start held.
+/// Bytes allocated at the backward's peak beyond what its start held;
+/// with `retain_graph`, its saved tensors are kept to its end, so no
+/// gradient reuses the memory of one it has read.
 int64_t backward_peak(models::model& model, int64_t step, bool with_gradd,
-                      const torch::Device& device);
+                      const torch::Device& device, bool retain_graph = false);
 
 /// Median, over `runs` backwards, of when the first and the median
 /// parameter gradient were ready (ms after the backward started).
