@@ -113,6 +113,13 @@ struct bet_served {
 /// for the dropped graph's replacement.
 std::optional<bet_served> serve_bet(early_bet& bet, const bet_call& call);
 
+/// The gradient of ones a backward of `loss`, a 0-dim floating CUDA
+/// tensor, starts from: made once per thread, device and dtype, and handed
+/// to every such backward of that thread (Note [A seed made once],
+/// engine/detail/shared_seed.hpp). Undefined where the current stream is
+/// capturing, and in a build without CUDA graphs.
+at::Tensor shared_seed(const at::Tensor& loss);
+
 /// Adds the graph path's counters to `s`.
 void add_graph_statistics(statistics& s);
 

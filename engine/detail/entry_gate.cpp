@@ -4,6 +4,7 @@
 
 #include "engine/detail/backward_hook.hpp"
 #include "engine/detail/early_bet.hpp"
+#include "engine/detail/shared_seed.hpp"
 #include "engine/gradd.hpp"
 
 #include <torch/csrc/autograd/engine.h>
@@ -32,7 +33,8 @@ public:
     // here: no window to guard, and holding the gate would serialize
     // backwards (and deadlock a device thread's hook that starts one).
     if (!gradd::is_enabled())
-      return Engine::execute(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs);
+      return execute_from_own_seeds(roots, inputs, keep_graph, create_graph, accumulate_grad,
+                                    outputs);
     early_bet_scope bet(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs);
     if (auto served = bet.serve(roots, inputs, keep_graph, accumulate_grad, outputs))
       return std::move(*served);
@@ -40,6 +42,20 @@ public:
       int depth;
       ~leave() { leave_entry_gate(depth); }
     } on_exit{enter_entry_gate()};
+    return execute_from_own_seeds(roots, inputs, keep_graph, create_graph, accumulate_grad,
+                                  outputs);
+  }
+
+private:
+  /// Engine::execute, from a seed of the backward's own where it was handed
+  /// the shared one: only a graph served before the engine reads that
+  /// (Note [A seed made once]).
+  variable_list execute_from_own_seeds(const std::vector<Edge>& roots, const variable_list& inputs,
+                                       bool keep_graph, bool create_graph, bool accumulate_grad,
+                                       const std::vector<Edge>& outputs) {
+    if (holds_shared_seed(inputs))
+      return Engine::execute(roots, own_seeds(inputs), keep_graph, create_graph, accumulate_grad,
+                             outputs);
     return Engine::execute(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs);
   }
 };
@@ -63,6 +79,7 @@ void install_entry_gate() {
     if (&current != &torch::autograd::Engine::get_base_engine())
       return false;
     torch::autograd::set_default_engine_stub(&gated_engine_instance);
+    install_shared_seed();
     return true;
   }();
   (void)installed;

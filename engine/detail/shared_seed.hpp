@@ -1,0 +1,42 @@
+#pragma once
+
+// Note [A seed made once]
+// `loss.backward()` in C++ starts from a gradient of ones that libtorch
+// makes before any engine sees the backward (torch::autograd::backward,
+// `ones_like`): an allocation and a fill kernel's launch on the CPU, the
+// fill on the GPU ahead of the backward's own work. Where a CUDA graph
+// serves the backward, that is time the floor does not pay; on the H100 a
+// seed made once took 8–36 µs off the small models' backwards (mlp
+// floor_ratio 1.27–1.74 to 1.16–1.26; docs/design.md, A seed made once).
+// So gradd wraps libtorch's variable hooks, through which
+// Tensor::backward() reaches torch::autograd::backward, and hands a
+// backward of a 0-dim floating CUDA loss with a grad_fn the seed its
+// thread made once for that device and dtype (cuda::shared_seed) as its
+// explicit gradient. libtorch's checks of an explicit gradient pass it
+// where they would have made ones themselves.
+//
+// Only a graph reads the shared seed: nothing it writes or hands out
+// aliases it. Any other path could expose it (a hook given the loss's
+// gradient may keep or change it; a view of it may become a leaf's .grad),
+// so every backward not served before the engine gets a seed of its own,
+// made as libtorch makes one, before Engine::execute sees it (the entry
+// gate, own_seeds). Only where the entry gate is installed (C++
+// processes): Python's backward() makes its seed in Python.
+
+#include <torch/csrc/autograd/variable.h>
+
+namespace gradd::engine::detail {
+
+/// Wraps libtorch's variable hooks with the seeding ones above. Called once,
+/// by install_entry_gate, where it makes gradd's engine the default.
+void install_shared_seed();
+
+/// Whether `inputs` (the gradients a backward starts from) hold the seed
+/// this thread's backward() handed out.
+bool holds_shared_seed(const torch::autograd::variable_list& inputs) noexcept;
+
+/// `inputs` with the shared seed replaced by a seed of the backward's own,
+/// made as libtorch makes it.
+torch::autograd::variable_list own_seeds(const torch::autograd::variable_list& inputs);
+
+} // namespace gradd::engine::detail
