@@ -19,6 +19,7 @@
 #include "engine/detail/capture.hpp"
 #include "engine/detail/early_bet.hpp"
 #include "engine/detail/eager_fallback.hpp"
+#include "engine/detail/shared_seed.hpp"
 #include "engine/detail/engine_state.hpp"
 #include "engine/detail/entry_gate.hpp"
 #include "engine/detail/graph_walk.hpp"
@@ -263,7 +264,10 @@ private:
   variable_list run(graph_record& record) {
     record.hits.fetch_add(1, std::memory_order_relaxed);
     running_plan running(record);
-    std::function<void()> plan = [&] { run_plan(record.compiled->plan, walk_->nodes, task_); };
+    std::function<void()> plan = [&] {
+      own_seeds_scope own(*root_);
+      run_plan(record.compiled->plan, walk_->nodes, task_);
+    };
     auto served = cuda::serve_from_graph({record.id, record.compiled->ir, walk_->nodes, root_,
                                           task_, accumulate_grad_, outputs_, config_, plan,
                                           entered_, bet_});
@@ -302,7 +306,11 @@ private:
                 "gradd: cannot serve this backward: ", to_string(reason),
                 " (policy fallback.on_unsupported: error)");
     state_.warn_fallback(reason);
-    auto result = run_on_stock_engine(root_, task_);
+    variable_list result;
+    {
+      own_seeds_scope own(*root_);
+      result = run_on_stock_engine(root_, task_);
+    }
     if (check)
       check(result);
     state_.count_fallback(reason);

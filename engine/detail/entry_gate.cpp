@@ -31,10 +31,12 @@ public:
                         const std::vector<Edge>& outputs) override {
     // Without gradd's hook the stock engine runs the whole backward in
     // here: no window to guard, and holding the gate would serialize
-    // backwards (and deadlock a device thread's hook that starts one).
+    // backwards (and deadlock a device thread's hook that starts one). No
+    // graph serves it either: it starts from a seed of its own (Note [A
+    // seed made once]).
     if (!gradd::is_enabled())
-      return execute_from_own_seeds(roots, inputs, keep_graph, create_graph, accumulate_grad,
-                                    outputs);
+      return Engine::execute(roots, holds_shared_seed(inputs) ? own_seeds(inputs) : inputs,
+                             keep_graph, create_graph, accumulate_grad, outputs);
     early_bet_scope bet(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs);
     if (auto served = bet.serve(roots, inputs, keep_graph, accumulate_grad, outputs))
       return std::move(*served);
@@ -42,20 +44,6 @@ public:
       int depth;
       ~leave() { leave_entry_gate(depth); }
     } on_exit{enter_entry_gate()};
-    return execute_from_own_seeds(roots, inputs, keep_graph, create_graph, accumulate_grad,
-                                  outputs);
-  }
-
-private:
-  /// Engine::execute, from a seed of the backward's own where it was handed
-  /// the shared one: only a graph served before the engine reads that
-  /// (Note [A seed made once]).
-  variable_list execute_from_own_seeds(const std::vector<Edge>& roots, const variable_list& inputs,
-                                       bool keep_graph, bool create_graph, bool accumulate_grad,
-                                       const std::vector<Edge>& outputs) {
-    if (holds_shared_seed(inputs))
-      return Engine::execute(roots, own_seeds(inputs), keep_graph, create_graph, accumulate_grad,
-                             outputs);
     return Engine::execute(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs);
   }
 };

@@ -6,6 +6,7 @@
 #include "engine/gradd.hpp"
 
 #include <ATen/core/VariableHooksInterface.h>
+#include <torch/csrc/autograd/functions/basic_ops.h>
 #include <ATen/ops/ones_like.h>
 
 #include <utility>
@@ -119,6 +120,19 @@ torch::autograd::variable_list own_seeds(const torch::autograd::variable_list& i
     if (t.unsafeGetTensorImpl() == seed_in_flight)
       t = at::ones_like(t, LEGACY_CONTIGUOUS_MEMORY_FORMAT);
   return own;
+}
+
+own_seeds_scope::own_seeds_scope(torch::autograd::Node& root) {
+  auto* graph_root = dynamic_cast<torch::autograd::GraphRoot*>(&root);
+  if (!graph_root || !holds_shared_seed(graph_root->outputs))
+    return;
+  root_ = graph_root;
+  shared_ = std::exchange(root_->outputs, own_seeds(root_->outputs));
+}
+
+own_seeds_scope::~own_seeds_scope() {
+  if (root_)
+    root_->outputs = std::move(shared_);
 }
 
 } // namespace gradd::engine::detail

@@ -57,12 +57,12 @@ TEST_CASE("backwards that no graph serves start from seeds of their own", "[cuda
     CHECK(s.graph_hits_before_engine >= 6);
   }
   SECTION("a leaf whose gradient is the loss's seed, zeroed in place after each step") {
-    // view() hands the seed on as it is, and the stock engine keeps a
-    // gradient nothing else holds as the leaf's .grad.
+    // squeeze()'s backward hands the seed on as a view of it, and the stock
+    // engine keeps a gradient nothing else holds as the leaf's .grad.
     auto w = torch::full({1}, 3.0, torch::device(torch::kCUDA)).requires_grad_();
     auto step = [&](size_t) {
       w.mutable_grad() = Tensor();
-      w.view({}).backward();
+      w.squeeze().backward();
       auto grad = w.grad().clone();
       w.grad().zero_();
       return std::vector<Tensor>{grad};
