@@ -11,6 +11,7 @@
 #include <chrono>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -123,6 +124,23 @@ TEST_CASE("gradd-bench --deterministic says so in its line", "[bench][cli]") {
   CHECK_THAT(plain.out, Catch::Contains("\"deterministic\": false"));
   CHECK_THAT(deterministic.out, Catch::Contains("\"deterministic\": true"));
   CHECK_THAT(deterministic.out, Catch::Contains("\"max_rel_grad_diff\": 0,"));
+}
+
+TEST_CASE("gradd-bench's stock working set holds at least its stock backward's peak",
+          "[bench][cli]") {
+  // Kept to the backward's end, no saved tensor gives its memory to a gradient.
+  auto r = run_bench({"--model=convnet", "--mode", "both", "--iters=2", "--warmup=0"});
+  INFO(r.err << r.out);
+  REQUIRE(r.exited(0));
+  auto megabytes = [&](const std::string& key) {
+    std::smatch m;
+    REQUIRE(std::regex_search(r.out, m, std::regex("\"" + key + "\": ([0-9.]+)")));
+    return std::stod(m[1]);
+  };
+  auto peak = megabytes("eager_peak_mb");
+  auto working_set = megabytes("eager_working_set_mb");
+  CHECK(peak > 0);
+  CHECK(working_set > peak);
 }
 
 TEST_CASE("gradd-bench --step-times lists each timed step in order", "[bench][cli]") {
