@@ -19,13 +19,13 @@
 #include "engine/detail/capture.hpp"
 #include "engine/detail/early_bet.hpp"
 #include "engine/detail/eager_fallback.hpp"
-#include "engine/detail/shared_seed.hpp"
 #include "engine/detail/engine_state.hpp"
 #include "engine/detail/entry_gate.hpp"
 #include "engine/detail/graph_walk.hpp"
 #include "engine/detail/nan_check.hpp"
 #include "engine/detail/plan_runner.hpp"
 #include "engine/detail/post_processing.hpp"
+#include "engine/detail/shared_seed.hpp"
 
 #include <ATen/ThreadLocalState.h>
 #include <c10/core/GradMode.h>

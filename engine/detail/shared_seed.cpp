@@ -6,8 +6,8 @@
 #include "engine/gradd.hpp"
 
 #include <ATen/core/VariableHooksInterface.h>
-#include <torch/csrc/autograd/functions/basic_ops.h>
 #include <ATen/ops/ones_like.h>
+#include <torch/csrc/autograd/functions/basic_ops.h>
 
 #include <utility>
 
