@@ -2,8 +2,10 @@
 # Runs this machine's build on the GPU machine, which then builds nothing
 # (a fresh build there takes ~150 s of its time). Both have torch
 # 2.11.0+cu130, and this build compiles the CUDA code with nvcc.
-#   here:  scripts/gpu_prebuilt.sh pack      build/'s gradd_tests, gradd-bench
-#                                            and libgradd.so into .deps/bin
+#   here:  scripts/gpu_prebuilt.sh pack [DIR]  build/'s gradd_tests, gradd-bench
+#                                            and libgradd.so into DIR (default
+#                                            .deps/bin; another one, e.g. .deps/new,
+#                                            for scripts/gpu_ab.sh), with the commit
 #   there: scripts/gpu_prebuilt.sh run CMD   CMD with their libraries found
 #                                            (.deps/bin, .deps/root, torch's)
 # Carry .deps (scripts/gpu_deps.sh). C++ only: the Python module is built
@@ -12,9 +14,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
   pack)
-    mkdir -p .deps/bin
-    cp build/gradd_tests build/gradd-bench build/libgradd.so .deps/bin/
-    echo "gradd: $(du -sh .deps/bin | cut -f1) of binaries in .deps/bin; carry .deps"
+    dir=${2:-.deps/bin}
+    mkdir -p "$dir"
+    cp build/gradd_tests build/gradd-bench build/libgradd.so "$dir/"
+    git rev-parse --short HEAD > "$dir/COMMIT"
+    echo "gradd: $(du -sh "$dir" | cut -f1) of binaries in $dir; carry .deps"
     ;;
   run)
     shift
