@@ -6,6 +6,8 @@
 
 #include "bench/backward_floor.hpp"
 
+#include "bench/timing.hpp"
+
 #ifdef GRADD_CUDA_HEADERS
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -14,7 +16,6 @@
 
 #include <torch/torch.h>
 
-#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <vector>
@@ -70,17 +71,6 @@ captured_backward capture_backward(models::model& model, int64_t step) {
   return captured;
 }
 
-/// Milliseconds from `start` to now.
-double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 } // namespace
 #endif
 
@@ -94,9 +84,9 @@ std::optional<backward_floor> measure_backward_floor(models::model& model, int64
     for (int r = 0; r < runs; ++r) {
       auto start = std::chrono::steady_clock::now();
       captured.graph->replay();
-      launches.push_back(ms_since(start) * 1e3);
+      launches.push_back(milliseconds_since(start) * 1e3);
       torch::cuda::synchronize();
-      times.push_back(ms_since(start));
+      times.push_back(milliseconds_since(start));
     }
     clear_grads(model);  // its tensors live in the graph's pool, freed with it
   }
@@ -121,7 +111,7 @@ std::vector<double> measure_rotating_floor(models::model& model, int64_t first, 
         auto start = std::chrono::steady_clock::now();
         captured[s].graph->replay();
         torch::cuda::synchronize();
-        times[s].push_back(ms_since(start));
+        times[s].push_back(milliseconds_since(start));
       }
     clear_grads(model);
   }

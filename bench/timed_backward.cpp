@@ -3,11 +3,11 @@
 #include "bench/timed_backward.hpp"
 
 #include "bench/peak_memory.hpp"
+#include "bench/timing.hpp"
 
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/csrc/autograd/function_hook.h>
 
-#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -20,16 +20,11 @@ struct ready_clock final : torch::autograd::PostAccumulateGradHook {
   ready_clock(std::vector<double>& times, std::chrono::steady_clock::time_point& start)
       : times(times), start(start) {}
   void operator()(const torch::autograd::Variable&) override {
-    times.push_back(milliseconds_since(start));
+    times.push_back(measure::milliseconds_since(start));
   }
   std::vector<double>& times;
   std::chrono::steady_clock::time_point& start;
 };
-
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 } // namespace
 
@@ -40,16 +35,11 @@ void synchronize(const torch::Device& device) {
   cuda.synchronizeStream(cuda.getStream(device));
 }
 
-double milliseconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
 backward_time timed_backward(models::model& model, int64_t step, bool with_gradd,
                              const torch::Device& device) {
   return measured_backward(model, step, with_gradd, device, [] {
     return [start = std::chrono::steady_clock::now()](auto returned) {
-      return backward_time{milliseconds_since(start),
+      return backward_time{measure::milliseconds_since(start),
                            std::chrono::duration<double, std::milli>(returned - start).count()};
     };
   });
@@ -87,7 +77,7 @@ std::pair<double, double> gradient_ready_times(models::model& model, int64_t ste
   }
   for (auto p : model.parameters())
     torch::autograd::impl::set_post_acc_grad_hooks(p, nullptr);
-  return {median_of(firsts), median_of(medians)};
+  return {measure::median(firsts), measure::median(medians)};
 }
 
 } // namespace gradd::bench

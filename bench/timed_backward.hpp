@@ -46,9 +46,6 @@ auto measured_backward(models::model& model, int64_t step, bool with_gradd,
   return finish(returned);
 }
 
-/// Milliseconds from `start` to now.
-double milliseconds_since(std::chrono::steady_clock::time_point start);
-
 /// A backward's milliseconds: until its stream was done, and until
 /// `backward()` returned (the CPU's share; the GPU may still run).
 struct backward_time {
