@@ -34,9 +34,12 @@ public:
     // backwards (and deadlock a device thread's hook that starts one). No
     // graph serves it either: it starts from a seed of its own (Note [A
     // seed made once]).
-    if (!gradd::is_enabled())
-      return Engine::execute(roots, holds_shared_seed(inputs) ? own_seeds(inputs) : inputs,
-                             keep_graph, create_graph, accumulate_grad, outputs);
+    if (!gradd::is_enabled()) {
+      if (holds_shared_seed(inputs))
+        return Engine::execute(roots, own_seeds(inputs), keep_graph, create_graph,
+                               accumulate_grad, outputs);
+      return Engine::execute(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs);
+    }
     early_bet_scope bet(roots, inputs, keep_graph, create_graph, accumulate_grad, outputs);
     if (auto served = bet.serve(roots, inputs, keep_graph, accumulate_grad, outputs))
       return std::move(*served);

@@ -123,6 +123,8 @@ torch::autograd::variable_list own_seeds(const torch::autograd::variable_list& i
 }
 
 own_seeds_scope::own_seeds_scope(torch::autograd::Node& root) {
+  if (!seed_in_flight)  // most backwards: a plan's hit pays no dynamic_cast
+    return;
   auto* graph_root = dynamic_cast<torch::autograd::GraphRoot*>(&root);
   if (!graph_root || !holds_shared_seed(graph_root->outputs))
     return;
