@@ -18,11 +18,7 @@ void configure_actor_system(caf::actor_system_config& cfg, size_t workers) {
   cfg.set("work-stealing.moderate-poll-attempts", 0);
   cfg.add_message_types<caf::id_block::gradd>();
   cfg.add_error_category(caf::atom("gradd"), render_error);
-  cfg.load<caf::io::middleman>();
-  cfg.set("middleman.app-identifiers", std::vector<std::string>{daemon_protocol_id});
-  // A daemon that hangs is noticed (CAF-0.17.md, section 5).
-  cfg.set("middleman.heartbeat-interval", caf::timespan{std::chrono::milliseconds(200)});
-  cfg.set("middleman.connection-timeout", caf::timespan{std::chrono::milliseconds(1000)});
+  cfg.load<caf::io::middleman>();  // for the daemon's wire (wire_frame.hpp), not BASP
 }
 
 namespace {

@@ -27,9 +27,8 @@ caf::actor_system& process_actor_system();
 bool adopt_actor_system(caf::actor_system& host);
 
 /// Sets up `cfg` as every gradd actor system is: `workers` CAF workers
-/// polling lightly, gradd's message types and errors, and the middleman
-/// with the daemon protocol's identifier and heartbeats (the daemon's
-/// system too, so both ends agree).
+/// polling lightly, gradd's message types and errors, and the middleman,
+/// whose brokers carry the daemon's wire.
 void configure_actor_system(caf::actor_system_config& cfg, size_t workers);
 
 } // namespace gradd::actors

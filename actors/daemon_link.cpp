@@ -1,12 +1,15 @@
-// The daemon link (see daemon_link.hpp). CAF 0.17 fails no request when the
-// daemon dies or hangs (CAF-0.17.md, section 5): every request has a finite
-// timeout, the daemon is monitored, and a tick while requests are out lets
+// The daemon link (see daemon_link.hpp). The wire's client (wire_client.hpp)
+// fails every request out at once when the daemon's connection ends, and
+// quits, which the link's monitor sees; a daemon that hangs is covered by
+// every request's finite timeout, and a tick while requests are out lets
 // the pipeline's stop settle them at once.
 
 #include "actors/daemon_link.hpp"
 
 #include "actors/job_layout.hpp"
 #include "actors/plan_store.hpp"
+#include "actors/wire_client.hpp"
+#include "compiler/foreign_plan.hpp"
 #include "compiler/plan.hpp"
 #include "compiler/portable_key.hpp"
 #include "config/daemon_address.hpp"
@@ -14,7 +17,6 @@
 #include "config/token_file.hpp"
 
 #include <caf/all.hpp>
-#include <caf/io/middleman.hpp>
 #include <torch/version.h>
 
 #include <unistd.h>
@@ -22,7 +24,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
-#include <set>
 
 namespace gradd::actors {
 
@@ -60,6 +61,7 @@ struct link {
   std::chrono::milliseconds timeout() const {
     return std::chrono::milliseconds(config().daemon.timeout_ms);
   }
+  size_t max_message_bytes() const { return size_t{config().daemon.max_message_mb} << 20; }
 
   /// Logs `what` unless it was the last thing said.
   void say(log_level level, const std::string& what) const {
@@ -104,6 +106,7 @@ struct link {
   void lost(const std::string& why) const {
     auto& s = state();
     s.connecting = false;
+    hang_up(s.daemon);
     s.daemon = nullptr;
     s.retry_at = clock::now() + std::chrono::milliseconds(config().daemon.retry_after_ms);
     say(log_level::warning, daemon_name() + " " + why + "; " + fallback_name()
@@ -168,8 +171,11 @@ struct link {
             [me, shared, key](compiled_plan& reply) {
               if (!me.take_back(shared))
                 return;  // it went on without the daemon already
-              if (!compiler::same_structure(reply.ir, shared->ir)
-                  || !compiler::sequence_order_holds(reply.plan, shared->ir)) {
+              if (auto why = compiler::check_foreign_plan(reply.ir, reply.plan, shared->ir);
+                  !why.empty()) {
+                me.say(log_level::warning, me.daemon_name() + " sent a plan for graph "
+                                               + std::to_string(shared->graph_id)
+                                               + " that cannot serve (" + why + ")");
                 me.without_daemon(std::move(*shared), "the daemon's plan does not fit the graph");
                 return;
               }
@@ -199,10 +205,15 @@ struct link {
   void send_queued(capture_job job) const {
     if (auto dir = feed->cache_dir.load(); dir && !dir->empty()) {
       auto key = request_key(config().passes.effective_pipeline(), job.ir);
-      if (auto stored = load_plan_for(*dir, key, job.ir)) {
+      auto stored = load_plan_for(*dir, key, job.ir, max_message_bytes());
+      if (!stored.refused.empty())
+        say(log_level::warning, "plan file " + plan_file(*dir, key) + " refused ("
+                                    + stored.refused + "); graph "
+                                    + std::to_string(job.graph_id) + " is sent to the daemon");
+      if (stored.plan) {
         feed->plans.fetch_add(1, std::memory_order_relaxed);
-        caf::anon_send(registry, compile_result{job.graph_id, std::move(stored->ir),
-                                                std::move(stored->plan), caf::error{}});
+        caf::anon_send(registry, compile_result{job.graph_id, std::move(stored.plan->ir),
+                                                std::move(stored.plan->plan), caf::error{}});
         return;
       }
     }
@@ -216,6 +227,13 @@ struct link {
       return false;
     state().out.erase(found);
     return true;
+  }
+
+  /// Ends the connection of `daemon`, the wire's client; a host's own
+  /// compile service is not the link's to end.
+  void hang_up(const daemon_actor& daemon) const {
+    if (daemon && !host_compile_service())
+      caf::anon_send_exit(daemon, caf::exit_reason::user_shutdown);
   }
 
   /// Connects and says hello; jobs queue meanwhile.
@@ -235,15 +253,17 @@ struct link {
     }
     state().connecting = true;
     auto me = *this;
-    auto middleman = self->system().middleman().actor_handle();
-    self->request(middleman, timeout(), caf::connect_atom::value, address->host, address->port)
+    // The connect blocks, so an actor on a thread of its own makes it.
+    auto connector = spawn_daemon_connector(self->system());
+    self->request(connector, timeout(), caf::connect_atom::value, address->host, address->port,
+                  token, uint64_t{max_message_bytes()})
         .then(
-            [me, token](caf::node_id&, caf::strong_actor_ptr& found, std::set<std::string>& ifs) {
-              if (!found || ifs != me.self->system().message_types<daemon_actor>()) {
-                me.lost("speaks another protocol");
-                return;
-              }
-              me.hello(caf::actor_cast<daemon_actor>(found), token);
+            [me, token](caf::actor& daemon) {
+              // The connection ends with the link, whenever that is.
+              me.self->attach_functor([daemon] {
+                caf::anon_send_exit(daemon, caf::exit_reason::user_shutdown);
+              });
+              me.hello(caf::actor_cast<daemon_actor>(daemon), token);
             },
             [me](caf::error& error) {
               me.lost("cannot be reached: " + me.self->system().render(error));
@@ -275,7 +295,8 @@ struct link {
               for (auto& job : queued)
                 me.send_queued(std::move(job));
             },
-            [me](caf::error& error) {
+            [me, daemon](caf::error& error) {
+              me.hang_up(daemon);
               me.lost("refused this process: " + me.self->system().render(error));
             });
   }

@@ -1,9 +1,9 @@
 #pragma once
 
-// What a training process and `gradd daemon` say to each other over CAF's
-// middleman (docs/design.md, "The daemon"). The field lists are the wire
-// format: CAF 0.17 checks no schema across versions, so
-// `daemon_protocol_id` (the middleman's application identifier) changes
+// What a training process and `gradd daemon` say to each other, over the
+// daemon's wire (wire_frame.hpp) or, in a host program, as messages to the
+// compile service itself (docs/design.md, "The daemon"). The field lists
+// are the wire format: nothing checks a schema, so `wire_protocol` changes
 // with any of them, and the hello carries gradd's and torch's versions.
 // Refusals are gradd errors (errors.hpp).
 
@@ -19,8 +19,6 @@
 #include <vector>
 
 namespace gradd::actors {
-
-inline constexpr const char* daemon_protocol_id = "gradd-daemon-3";
 
 /// The first request of a connection.
 struct client_hello {

@@ -9,12 +9,12 @@
 #include "actors/actor_system.hpp"
 #include "actors/daemon_protocol.hpp"
 #include "actors/type_ids.hpp"
+#include "actors/wire_client.hpp"
 #include "bench/node_tables.hpp"
 #include "config/daemon_address.hpp"
 #include "config/token_file.hpp"
 
 #include <caf/all.hpp>
-#include <caf/io/all.hpp>
 #include <torch/version.h>
 
 #include <algorithm>
@@ -36,8 +36,9 @@ int main(int argc, char** argv) {
   gradd::actors::configure_actor_system(cfg, 1);
   caf::actor_system system{cfg};
   system.await_actors_before_shutdown(false);
-  auto daemon = caf::io::remote_actor<gradd::actors::daemon_actor>(system, address->host,
-                                                                   address->port);
+  auto token = gradd::read_token(gradd::token_file_path(defaults));
+  auto daemon = gradd::actors::connect_daemon(system, *address, token,
+                                              size_t{defaults.daemon.max_message_mb} << 20);
   if (!daemon) {
     std::cerr << "gradd-daemon-rtt: " << system.render(daemon.error()) << "\n";
     return 1;
@@ -49,8 +50,7 @@ int main(int argc, char** argv) {
     ok = false;
   };
   self->request(*daemon, std::chrono::seconds(10),
-                gradd::actors::client_hello{gradd::read_token(gradd::token_file_path(defaults)),
-                                            GRADD_VERSION, TORCH_VERSION, 0, -1})
+                gradd::actors::client_hello{token, GRADD_VERSION, TORCH_VERSION, 0, -1})
       .receive([](gradd::actors::daemon_welcome&) {}, fail);
   gradd::actors::compile_request request{"default", gradd::measure::chain_table(16)};
   std::vector<double> micros;
@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
                            std::chrono::steady_clock::now() - start)
                            .count());
   }
+  caf::anon_send_exit(*daemon, caf::exit_reason::user_shutdown);  // else ~actor_system waits for it
   if (!ok)
     return 1;
   std::sort(micros.begin(), micros.end());

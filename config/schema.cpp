@@ -74,10 +74,29 @@ apply_fn choice(Field field, std::vector<std::string> names) {
   };
 }
 
-/// A pass pipeline: every name must be a known pass.
+/// The position (from 1) of the first blank name in comma-separated
+/// `names`, 0 if none.
+size_t first_blank_name(const std::string& names) {
+  for (size_t start = 0, item = 1;; ++item) {
+    auto end = names.find(',', start);
+    auto name = names.substr(start, end == std::string::npos ? end : end - start);
+    if (name.find_first_not_of(" \t") == std::string::npos)
+      return item;
+    if (end == std::string::npos)
+      return 0;
+    start = end + 1;
+  }
+}
+
+/// A pass pipeline: every name must be a known pass. "" runs none; a blank
+/// name is refused, as the pass manager would skip it and a stray comma
+/// may mark a name lost in an edit.
 template <class Field>
 apply_fn pipeline(Field field) {
   return [=](settings& s, const std::string& names) -> std::string {
+    if (auto blank = names.empty() ? 0 : first_blank_name(names))
+      return "expected pass names separated by single commas, got " + quoted(names) + " (name "
+             + std::to_string(blank) + " is empty)";
     try {
       compiler::pass_manager check(names);
     } catch (const std::invalid_argument& e) {
@@ -194,6 +213,9 @@ const std::vector<key_spec>& schema() {
       {"daemon", "max_nodes", "integer >= 1", "1000000",
        "the daemon: nodes of one graph it compiles; larger graphs are refused",
        integer(GRADD_FIELD(daemon.max_nodes), 1)},
+      {"daemon", "max_message_mb", "integer >= 1", "256",
+       "the largest message to or from the daemon, and the largest plan file read from cache.dir; larger ones are refused unread",
+       integer(GRADD_FIELD(daemon.max_message_mb), 1)},
       {"logging", "level", "error, warning, info, debug", "warning",
        "what gradd writes to stderr",
        choice<log_level>(GRADD_FIELD(logging.level), {"error", "warning", "info", "debug"})},

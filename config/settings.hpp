@@ -106,6 +106,9 @@ struct settings {
     uint32_t max_clients = 256;        ///< the daemon: connections it welcomes at once
     uint32_t max_requests_per_client = 64;  ///< the daemon: compile requests waiting per client
     uint32_t max_nodes = 1000000;      ///< the daemon: nodes of a graph it takes
+    /// The largest message either end of the daemon's wire reads, and the
+    /// largest plan file gradd reads; larger ones are refused unread.
+    uint32_t max_message_mb = 256;
   } daemon;
   struct logging_section {
     log_level level = log_level::warning;

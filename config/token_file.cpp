@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <iomanip>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -23,6 +24,41 @@ namespace {
 
 [[noreturn]] void refuse(const std::string& path, const std::string& why) {
   throw std::runtime_error("gradd: token file '" + path + "' " + why);
+}
+
+/// The folder holding `path`, as written.
+std::string folder_of(const std::string& path) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos)
+    return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+/// Refuses `path` if `folder` (where it is, as `where` says) lets another
+/// user swap the file for one of theirs, or for a link to another of ours:
+/// the folder must belong to this user (or root, who could anyway) and be
+/// writable by nobody else, as ssh asks of ~/.ssh.
+void check_folder(const std::string& path, const std::string& folder, const std::string& where) {
+  auto in_folder = where + " '" + folder + "', which ";
+  struct stat info {};
+  if (::stat(folder.c_str(), &info) != 0)
+    refuse(path, in_folder + "cannot be read: " + std::strerror(errno));
+  if (info.st_uid != ::getuid() && info.st_uid != 0)
+    refuse(path, in_folder + "belongs to another user (uid " + std::to_string(info.st_uid) + ")");
+  if ((info.st_mode & 022) != 0) {
+    std::ostringstream mode;
+    mode << std::oct << std::setw(4) << std::setfill('0') << (info.st_mode & 07777);
+    refuse(path, in_folder + "others can write to (mode " + mode.str() + "; only its owner may)");
+  }
+}
+
+/// Checks the folder `path` is in as written and, where links lead
+/// elsewhere, the folder of the file it reaches.
+void check_folders(const std::string& path) {
+  check_folder(path, folder_of(path), "is in folder");
+  std::unique_ptr<char, decltype(&std::free)> real(::realpath(path.c_str(), nullptr), &std::free);
+  if (real && folder_of(real.get()) != folder_of(path))
+    check_folder(path, folder_of(real.get()), "leads to folder");
 }
 
 /// 32 hex digits from the system's entropy source.
@@ -51,6 +87,7 @@ std::string read_token(const std::string& path) {
     refuse(path, std::string("cannot be read: ") + std::strerror(errno));
   if (!S_ISREG(info.st_mode))
     refuse(path, "is not a regular file");
+  check_folders(path);
   if (info.st_uid != ::getuid())
     refuse(path, "belongs to another user");
   if ((info.st_mode & 077) != 0)
@@ -72,6 +109,7 @@ std::string read_or_create_token(const std::string& path) {
     if (::mkdir(folder.c_str(), 0700) != 0 && errno != EEXIST)
       refuse(path, "cannot be created: its folder: " + std::string(std::strerror(errno)));
   }
+  check_folders(path);
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
   if (fd < 0) {
     if (errno == EEXIST)  // another daemon made it a moment ago

@@ -62,8 +62,13 @@ bool same_secret(const std::string& a, const std::string& b) {
 compiled_plan compile_or_load(const settings& config, uint64_t key, const std::string& passes,
                               compiler::graph table) {
   if (!config.cache.dir.empty()) {
-    if (auto stored = actors::load_plan_for(config.cache.dir, key, table))
-      return {std::move(stored->ir), std::move(stored->plan), plan_source::disk};
+    auto stored = actors::load_plan_for(config.cache.dir, key, table,
+                                        size_t{config.daemon.max_message_mb} << 20);
+    if (stored.plan)
+      return {std::move(stored.plan->ir), std::move(stored.plan->plan), plan_source::disk};
+    if (!stored.refused.empty())
+      log_event(config.logging.level, log_level::warning, "plan_file_refused",
+                {{"file", actors::plan_file(config.cache.dir, key)}, {"why", stored.refused}});
   }
   if (config.compile.delay_ms > 0)  // the test knob, as in the process
     std::this_thread::sleep_for(std::chrono::milliseconds(config.compile.delay_ms));
@@ -101,11 +106,11 @@ void refuse(service_pointer self, plan_promise& promise, errc code,
   promise.deliver(make_error(code, why));
 }
 
-/// Evicts the oldest compiled plans beyond cache.max_plans.
+/// Evicts the least recently used compiled plans beyond cache.max_plans.
 void keep_within_bounds(service_state& s) {
-  while (s.compiled_order.size() > s.config.cache.max_plans) {
-    s.entries.erase(s.compiled_order.front());
-    s.compiled_order.pop_front();
+  while (s.recency.size() > s.config.cache.max_plans) {
+    s.entries.erase(s.recency.front());
+    s.recency.pop_front();
   }
 }
 
@@ -160,6 +165,7 @@ plan_promise on_compile_request(service_pointer self, actors::compile_request& r
       return promise;
     }
     if (entry.plan) {
+      s.recency.splice(s.recency.end(), s.recency, entry.used);
       answered(self, sender, true);
       auto reply = *entry.plan;
       reply.source = reply.source == plan_source::disk ? plan_source::disk : plan_source::cached;
@@ -235,7 +241,7 @@ void on_compile_finished(service_pointer self, compile_finished& done) {
       waiters[i].promise.deliver(std::move(reply));
     }
     found->second.plan = std::move(done.plan);
-    s.compiled_order.push_back(done.key);
+    found->second.used = s.recency.insert(s.recency.end(), done.key);
     keep_within_bounds(s);
   }
   quit_if_drained(self);
@@ -380,7 +386,7 @@ caf::result<actors::daemon_status> on_status(service_pointer self, actors::statu
   status.gradd_version = GRADD_VERSION;
   status.torch_version = TORCH_VERSION;
   status.clients = s.clients.size();
-  status.structures = s.compiled_order.size();
+  status.structures = s.recency.size();
   for (const auto& [address, client] : s.clients)
     status.per_client.push_back(client.status);
   return status;

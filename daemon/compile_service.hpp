@@ -20,7 +20,7 @@
 #include <oneapi/tbb/task_arena.h>
 
 #include <cstdint>
-#include <deque>
+#include <list>
 #include <map>
 #include <optional>
 #include <string>
@@ -90,6 +90,7 @@ struct service_state {
     compiler::graph table;  ///< the table of the request that started it
     std::optional<actors::compiled_plan> plan;
     std::vector<waiter> waiters;  ///< while it compiles
+    std::list<uint64_t>::iterator used;  ///< its key in `recency`, once compiled
   };
 
   /// The proposals of one job's ranks on this machine for one structure,
@@ -107,7 +108,7 @@ struct service_state {
   std::map<caf::actor_addr, client> clients;
   uint64_t next_client = 1;
   std::unordered_map<uint64_t, entry> entries;
-  std::deque<uint64_t> compiled_order;  ///< keys of compiled entries, oldest first
+  std::list<uint64_t> recency;  ///< keys of compiled entries, least recently used first
   std::map<agreement_id, agreement> agreements;
   std::map<agreement_id, uint64_t> store_rounds;  ///< exchanges begun per agreement id
   std::vector<actors::compile_listener> listeners;

@@ -6,15 +6,15 @@
 #include "actors/actor_system.hpp"
 #include "actors/daemon_protocol.hpp"
 #include "actors/type_ids.hpp"
+#include "actors/wire_client.hpp"
 #include "config/daemon_address.hpp"
 #include "config/loader.hpp"
 #include "config/token_file.hpp"
 
 #include <caf/all.hpp>
-#include <caf/io/all.hpp>
 
 #include <fcntl.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,23 +44,45 @@ constexpr auto kill_after = std::chrono::seconds(10);
   std::exit(1);
 }
 
-/// Whether a gradd daemon of this protocol answers at `address`.
-bool daemon_answers(const daemon_address& address) {
+/// Whether a gradd daemon that holds this user's token answers at `address`.
+bool daemon_answers(const daemon_address& address, const settings& config) {
   if (address.port == 0)
     return false;
+  std::string token;
+  try {
+    token = read_token(token_file_path(config));
+  } catch (const std::exception&) {
+    return false;  // no token yet: no daemon of this user's
+  }
   caf::actor_system_config cfg;
   actors::configure_actor_system(cfg, 1);
   caf::actor_system system{cfg};
   system.await_actors_before_shutdown(false);
-  return static_cast<bool>(
-      caf::io::remote_actor<actors::daemon_actor>(system, address.host, address.port));
+  auto daemon = actors::connect_daemon(system, address, token,
+                                       size_t{config.daemon.max_message_mb} << 20);
+  if (!daemon)
+    return false;
+  bool answers = false;
+  caf::scoped_actor self{system};
+  self->request(*daemon, std::chrono::seconds(5), actors::status_request{})
+      .receive([&](actors::daemon_status&) { answers = true; }, [](caf::error&) {});
+  caf::anon_send_exit(*daemon, caf::exit_reason::user_shutdown);
+  return answers;
 }
+
+/// A process started, or why it could not be.
+struct started {
+  pid_t pid = -1;
+  int error = 0;  ///< errno of the fork or exec that failed
+};
 
 /// Starts `argv` with `env` added to this environment, signals unblocked,
 /// in a process group of its own (so that a signal reaches what it starts
-/// too); its stdout goes to /dev/null if `quiet`.
-pid_t spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-            bool quiet = false) {
+/// too), to get SIGTERM when this launcher ends, even by SIGKILL; its
+/// stdout goes to /dev/null if `quiet`. An exec that fails is reported here,
+/// as posix_spawn does, through a pipe that a successful exec closes.
+started spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+              bool quiet = false) {
   std::vector<std::string> strings;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry = *e;
@@ -77,24 +99,46 @@ pid_t spawn(const std::vector<std::string>& argv, const std::map<std::string, st
   for (auto& a : argv_copy)
     args.push_back(a.data());
   args.push_back(nullptr);
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
   sigset_t none;
   sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attributes, &none);
-  posix_spawnattr_setpgroup(&attributes, 0);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  if (quiet)
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  pid_t pid = 0;
-  int error = posix_spawnp(&pid, args[0], &actions, &attributes, args.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attributes);
-  if (error != 0)
-    fail("cannot start " + argv[0] + ": " + std::strerror(error));
-  return pid;
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0)
+    return {-1, errno};
+  pid_t launcher = ::getpid();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    // The child, until exec: async-signal-safe calls only. posix_spawn
+    // cannot ask for the death signal, hence fork. The kernel sends it when
+    // the thread that forked ends (the launcher's main thread, which lasts as
+    // long as it does); one that ended before prctl left the child with
+    // another parent already.
+    ::setpgid(0, 0);
+    if (::prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && ::getppid() == launcher) {
+      if (int null = quiet ? ::open("/dev/null", O_WRONLY | O_CLOEXEC) : -1; null >= 0)
+        ::dup2(null, STDOUT_FILENO);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      ::execvpe(args[0], args.data(), envp.data());
+    }
+    int error = errno;
+    (void)!::write(report[1], &error, sizeof error);
+    ::_exit(127);
+  }
+  if (pid < 0) {
+    int error = errno;
+    ::close(report[0]);
+    ::close(report[1]);
+    return {-1, error};
+  }
+  ::close(report[1]);
+  int error = 0;
+  // The signals the launcher takes are blocked here: no EINTR.
+  bool failed = ::read(report[0], &error, sizeof error) == sizeof error;
+  ::close(report[0]);
+  if (failed) {
+    ::waitpid(pid, nullptr, 0);
+    return {-1, error};
+  }
+  return {pid, 0};
 }
 
 /// The daemon the ranks use: `pid` set when this launcher started it.
@@ -111,7 +155,7 @@ job_daemon find_or_start_daemon(const std::string& self, const launch_options& o
   auto address = *parse_daemon_address(env && *env                     ? env
                                        : !config.daemon.address.empty() ? config.daemon.address
                                                                         : default_daemon);
-  if (daemon_answers(address))
+  if (daemon_answers(address, config))
     return {to_string(address), std::nullopt};
   char folder[] = "/tmp/gradd-launch-XXXXXX";
   if (::mkdtemp(folder) == nullptr)
@@ -121,7 +165,9 @@ job_daemon find_or_start_daemon(const std::string& self, const launch_options& o
                                 "--address-file", address_file};
   if (!o.config.empty())
     argv.insert(argv.end(), {"--config", o.config});
-  auto pid = spawn(argv, {}, true);
+  auto [pid, error] = spawn(argv, {}, true);
+  if (pid < 0)
+    fail("cannot start " + self + " daemon: " + std::strerror(error));
   auto deadline = clock::now() + std::chrono::seconds(10);
   std::string listening;
   while (listening.empty() && clock::now() < deadline) {
@@ -129,7 +175,7 @@ job_daemon find_or_start_daemon(const std::string& self, const launch_options& o
     std::getline(in, listening);
     if (int status = 0; listening.empty() && ::waitpid(pid, &status, WNOHANG) == pid) {
       ::rmdir(folder);
-      if (daemon_answers(address))  // another launcher's daemon won the port
+      if (daemon_answers(address, config))  // another launcher's daemon won the port
         return {to_string(address), std::nullopt};
       fail("gradd daemon could not start (see its message above)");
     }
@@ -142,6 +188,24 @@ job_daemon find_or_start_daemon(const std::string& self, const launch_options& o
     fail("gradd daemon did not start listening within 10 s");
   }
   return {listening, pid};
+}
+
+/// Stops the daemon this launcher started, if it did: SIGTERM, SIGKILL
+/// after kill_after.
+void stop(const job_daemon& daemon) {
+  if (!daemon.pid)
+    return;
+  ::kill(*daemon.pid, SIGTERM);
+  auto deadline = clock::now() + kill_after;
+  int status = 0;
+  while (::waitpid(*daemon.pid, &status, WNOHANG) == 0) {
+    if (clock::now() > deadline) {
+      ::kill(*daemon.pid, SIGKILL);
+      ::waitpid(*daemon.pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 /// 128 + the signal for a process a signal ended, else its exit status.
@@ -181,22 +245,32 @@ int launch(const std::string& self, const launch_options& o) {
   } else if (auto port = free_loopback_port()) {
     env["MASTER_PORT"] = std::to_string(*port);
   } else {
+    stop(daemon);
     fail("cannot find a free port for MASTER_PORT");
   }
   if (!o.config.empty())
     env["GRADD_CONFIG"] = o.config;
   std::map<pid_t, int> running;  // pid -> rank
-  for (int rank = 0; rank < o.ranks; ++rank) {
-    env["RANK"] = env["LOCAL_RANK"] = std::to_string(rank);
-    running[spawn(o.command, env)] = rank;
-  }
-
   std::optional<int> first_failure;
   std::optional<clock::time_point> kill_at;
   auto signal_ranks = [&](int number) {
     for (const auto& [pid, rank] : running)
       ::kill(-pid, number);  // its process group
   };
+  for (int rank = 0; rank < o.ranks; ++rank) {
+    env["RANK"] = env["LOCAL_RANK"] = std::to_string(rank);
+    auto [pid, error] = spawn(o.command, env);
+    if (pid < 0) {
+      // As a shell reports a command it cannot find (127) or run (126).
+      first_failure = error == ENOENT ? 127 : 126;
+      std::cerr << "gradd launch: cannot start rank " << rank << " (" << o.command[0]
+                << "): " << std::strerror(error) << "; stopping the others" << std::endl;
+      signal_ranks(SIGTERM);
+      kill_at = clock::now() + kill_after;
+      break;
+    }
+    running[pid] = rank;
+  }
   while (!running.empty()) {
     timespec tick{0, 100'000'000};
     int received = sigtimedwait(&handled, nullptr, &tick);
@@ -231,19 +305,7 @@ int launch(const std::string& self, const launch_options& o) {
     if (kill_at && clock::now() > *kill_at)
       signal_ranks(SIGKILL);
   }
-  if (daemon.pid) {
-    ::kill(*daemon.pid, SIGTERM);
-    auto deadline = clock::now() + kill_after;
-    int status = 0;
-    while (::waitpid(*daemon.pid, &status, WNOHANG) == 0) {
-      if (clock::now() > deadline) {
-        ::kill(*daemon.pid, SIGKILL);
-        ::waitpid(*daemon.pid, &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
+  stop(daemon);
   return first_failure.value_or(0);
 }
 

@@ -12,9 +12,12 @@
 // (GRADD_DAEMON, GRADD_TOKEN_FILE, GRADD_CONFIG when --config is given).
 // Each rank runs in a process group of its own; SIGINT, SIGTERM and SIGHUP
 // are passed on to the ranks' groups. When a rank fails, the others get
-// SIGTERM (SIGKILL 10 s later). Exit status: the first
-// failing rank's (128 + the signal for one killed by a signal), else 0;
-// 1 when the launch itself fails, 2 for bad arguments.
+// SIGTERM (SIGKILL 10 s later); a rank that cannot be started counts as
+// one that failed with 127 (not found) or 126, as in a shell. The daemon
+// it started and the ranks get SIGTERM when the launcher ends, even by
+// SIGKILL (what a rank starts itself is the rank's to stop). Exit status:
+// the first failing rank's (128 + the signal for one killed by a signal),
+// else 0; 1 when the launch itself fails, 2 for bad arguments.
 
 #include <string>
 #include <vector>

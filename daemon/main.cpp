@@ -19,6 +19,7 @@
 
 #include "actors/actor_system.hpp"
 #include "actors/type_ids.hpp"
+#include "actors/wire_client.hpp"
 #include "config/daemon_address.hpp"
 #include "config/loader.hpp"
 #include "config/token_file.hpp"
@@ -27,9 +28,9 @@
 #include "daemon/daemon_log.hpp"
 #include "daemon/launch.hpp"
 #include "daemon/status_text.hpp"
+#include "daemon/wire_server.hpp"
 
 #include <caf/all.hpp>
-#include <caf/io/all.hpp>
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 
@@ -166,15 +167,15 @@ int run_daemon(const options& o) {
   tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, threads + 1);
   tbb::task_arena arena(threads, 0);
   auto service = system.spawn(daemon::compile_service, config, token, &arena);
-  auto port = caf::io::publish(caf::actor_cast<actors::daemon_actor>(service), listen->port,
-                               listen->host.c_str(), true);
-  if (!port) {
+  auto wire = daemon::serve_wire(system, *listen, caf::actor_cast<actors::daemon_actor>(service),
+                                 token, config);
+  if (!wire) {
     std::cerr << "gradd daemon: cannot listen on " << to_string(*listen) << ": "
-              << system.render(port.error()) << "\n";
+              << system.render(wire.error()) << "\n";
     caf::anon_send_exit(service, caf::exit_reason::user_shutdown);
     return 1;
   }
-  auto where = listen->host + ":" + std::to_string(*port);
+  auto where = listen->host + ":" + std::to_string(wire->port);
   std::cout << "gradd daemon: listening on " << where << " (token file " << token_path << ")"
             << std::endl;
   if (!o.address_file.empty() && !write_whole(o.address_file, where + "\n")) {
@@ -209,7 +210,7 @@ int run_daemon(const options& o) {
   caf::anon_send(service, daemon::drain{});
   caf::scoped_actor self{system};
   self->wait_for(service);
-  caf::io::unpublish(caf::actor_cast<actors::daemon_actor>(service), *port);
+  caf::anon_send_exit(wire->server, caf::exit_reason::user_shutdown);
   system.await_actors_before_shutdown(false);
   daemon::log_event(config.logging.level, log_level::info, "stopped");
   return 0;
@@ -233,7 +234,8 @@ int run_status(const options& o) {
   actors::configure_actor_system(cfg, 1);
   caf::actor_system system{cfg};
   system.await_actors_before_shutdown(false);
-  auto daemon = caf::io::remote_actor<actors::daemon_actor>(system, address->host, address->port);
+  auto daemon = actors::connect_daemon(system, *address, token,
+                                       size_t{config.daemon.max_message_mb} << 20);
   if (!daemon) {
     std::cerr << "gradd status: no daemon at " << to_string(*address) << ": "
               << system.render(daemon.error()) << "\n";
@@ -250,6 +252,7 @@ int run_status(const options& o) {
           [&](caf::error& error) {
             std::cerr << "gradd status: " << system.render(error) << "\n";
           });
+  caf::anon_send_exit(*daemon, caf::exit_reason::user_shutdown);  // else ~actor_system waits for it
   return code;
 }
 

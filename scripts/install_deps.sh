@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs what gradd builds against, only where it is missing:
-# Debian packages (CAF, oneTBB, yaml-cpp, Catch2, ccache, ninja),
+# Debian packages (CAF, oneTBB, yaml-cpp, Catch2, OpenSSL, ccache, ninja),
 # torch==2.11.0, pytest and torchvision from PyPI. Quick when everything is
 # already there.
 set -euo pipefail
 
-packages=(cmake ninja-build ccache libcaf-dev libtbb-dev libyaml-cpp-dev catch2)
+packages=(cmake ninja-build ccache libcaf-dev libtbb-dev libyaml-cpp-dev catch2 libssl-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -43,6 +43,8 @@ public:
   /// Its resident memory now (VmRSS), in KiB; 0 once it has ended.
   uint64_t resident_kib() const;
 
+  int pid() const { return pid_; }
+
   /// Waits at most `bound` for it to end (then kills it); its exit as
   /// run_child reports one, with what it wrote.
   child_result wait(std::chrono::milliseconds bound);

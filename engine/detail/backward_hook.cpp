@@ -12,8 +12,10 @@
 
 #include "engine/detail/backward_hook.hpp"
 
+#include "actors/job_layout.hpp"
 #include "actors/plan_store.hpp"
 #include "compiler/portable_key.hpp"
+#include "config/daemon_address.hpp"
 #include "config/log.hpp"
 #include "cuda/graph_path.hpp"
 #include "engine/detail/capture.hpp"
@@ -228,6 +230,12 @@ private:
   /// there is one for it (same structure, same sequence order): in this
   /// process's cache.dir, else in its daemon's. Returns whether there was.
   bool load_stored(graph_record& record, const compiler::graph& table) {
+    // A rank that agrees its switches with the job's other ranks (Note
+    // [Agreement across ranks]) loads nothing: a plan loaded at a miss
+    // would serve at once, at no agreed index. It asks its daemon, which
+    // loads the plan from its own cache.dir and takes part in agreement.
+    if (agrees_with_job())
+      return false;
     auto variant = policy_->plan_variant;
     if (!config_.cache.dir.empty()) {
       record.portable_key = compiler::portable_key(table, variant);
@@ -248,14 +256,27 @@ private:
            && publish_stored(record, table, *daemon_dir, compiler::shared_plan_key(table, variant));
   }
 
+  /// Whether this process's switches to plans are agreed with its job's
+  /// other ranks: a job of several ranks compiling asynchronously with a
+  /// daemon (actors/daemon_link.hpp).
+  bool agrees_with_job() const {
+    return config_.compile.mode == compile_mode::async && configured_daemon(config_)
+           && actors::read_job_layout().shared();
+  }
+
   bool publish_stored(graph_record& record, const compiler::graph& table, const std::string& dir,
                       uint64_t key) {
-    auto stored = actors::load_plan_for(dir, key, table);
-    if (!stored)
+    auto stored = actors::load_plan_for(dir, key, table,
+                                        size_t{config_.daemon.max_message_mb} << 20);
+    if (!stored.refused.empty())
+      log(config_.logging.level, log_level::warning,
+          "plan file " + actors::plan_file(dir, key) + " refused (" + stored.refused
+              + "); graph " + std::to_string(record.id) + " compiles again");
+    if (!stored.plan)
       return false;
     auto compiled = std::make_shared<compiled_graph>();
-    compiled->ir = std::move(stored->ir);
-    compiled->plan = std::move(stored->plan);
+    compiled->ir = std::move(stored.plan->ir);
+    compiled->plan = std::move(stored.plan->plan);
     state_.table.publish(record, std::move(compiled), 0.0, config_.cache.max_plans);
     state_.stats.plans_loaded.fetch_add(1, std::memory_order_relaxed);
     return true;

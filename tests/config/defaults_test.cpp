@@ -50,7 +50,8 @@ field_map policy_fields(const settings& s) {
   const auto& [graphs_enabled, graph_mode, max_graphs, dynamic_after, memory_limit_mb, hand_out,
                early_launch] = cuda_graphs;
   const auto& [address, token_file, daemon_timeout_ms, daemon_fallback, daemon_retry_after_ms,
-               agreement_timeout_ms, max_clients, max_requests_per_client, max_nodes] = daemon;
+               agreement_timeout_ms, max_clients, max_requests_per_client, max_nodes,
+               max_message_mb] = daemon;
   const auto& [level, ir_dump_dir] = logging;
   return {
       {"compile.mode", printed(mode)},
@@ -82,6 +83,7 @@ field_map policy_fields(const settings& s) {
       {"daemon.max_clients", printed(max_clients)},
       {"daemon.max_requests_per_client", printed(max_requests_per_client)},
       {"daemon.max_nodes", printed(max_nodes)},
+      {"daemon.max_message_mb", printed(max_message_mb)},
       {"logging.level", printed(level)},
       {"logging.ir_dump_dir", printed(ir_dump_dir)},
   };
@@ -119,6 +121,7 @@ settings odd_settings() {
   s.daemon.max_clients = 2;
   s.daemon.max_requests_per_client = 3;
   s.daemon.max_nodes = 17;
+  s.daemon.max_message_mb = 3;
   s.logging.level = gradd::log_level::debug;
   s.logging.ir_dump_dir = "/tmp/gradd-odd";
   s.source = "odd.yaml";

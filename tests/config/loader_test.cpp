@@ -86,6 +86,15 @@ TEST_CASE("a bad policy names file, line and key", "[config]") {
       {"nan_check:\n  enabled: 1\n", 2, "nan_check.enabled", "expected true or false"},
       {"passes:\n  pipeline: dce,fuse_all\n", 2, "passes.pipeline",
        "unknown pass 'fuse_all' (known: delay_unpack_hook_nodes"},
+      {"passes:\n  pipeline: \",,\"\n", 2, "passes.pipeline",
+       "expected pass names separated by single commas, got ',,' (name 1 is empty)"},
+      {"passes:\n  pipeline: dce,,\n", 2, "passes.pipeline", "got 'dce,,' (name 2 is empty)"},
+      {"passes:\n  pipeline: \",dce\"\n", 2, "passes.pipeline", "got ',dce' (name 1 is empty)"},
+      {"passes:\n  pipeline: \" , \"\n", 2, "passes.pipeline", "(name 1 is empty)"},
+      {"passes:\n  pipeline: dce,remove_unused_sizes,\n", 2, "passes.pipeline",
+       "(name 3 is empty)"},
+      {"passes:\n  pipeline: \"dce, ,remove_unused_sizes\"\n", 2, "passes.pipeline",
+       "(name 2 is empty)"},
       {"passes:\n  gradient_ready: maybe\n", 2, "passes.gradient_ready", "expected true or false"},
       {"cuda_graphs:\n  enabled: on\n", 2, "cuda_graphs.enabled", "expected true or false"},
       {"cuda_graphs:\n  mode: sometimes\n", 2, "cuda_graphs.mode",
@@ -122,6 +131,16 @@ TEST_CASE("a bad policy names file, line and key", "[config]") {
       CHECK_THAT(e.what(), Catch::Contains(c.says));
       CHECK_THAT(e.what(), Catch::Contains(path + ":" + std::to_string(c.line)));
     }
+  }
+}
+
+TEST_CASE("a pipeline takes pass names, default among them, or none", "[config]") {
+  // The near misses of the blank names refused above.
+  for (const char* names : {"default", "dce", "dce,remove_unused_sizes", "default,dce", ""}) {
+    INFO(names);
+    auto s = gradd::load_settings(policy_file("passes:\n  pipeline: \"" + std::string(names)
+                                              + "\"\n"));
+    CHECK(s.passes.pipeline == names);
   }
 }
 

@@ -60,9 +60,9 @@ std::vector<std::string> job_env(uint16_t port) {
 /// `make test` ended before structure 0's plan arrived: first_plan=-1).
 std::vector<child_result> run_async_ranks(
     const case_folder& folder, size_t count,
-    const std::function<std::vector<std::string>(size_t)>& env_of) {
+    const std::function<std::vector<std::string>(size_t)>& env_of, const std::string& extra = "") {
   auto policy = folder / "async.yaml";
-  write_file(policy, "daemon:\n  agreement_timeout_ms: 60000\n");
+  write_file(policy, "daemon:\n  agreement_timeout_ms: 60000\n" + extra);
   std::vector<child_result> ranks(count);
   std::vector<std::thread> threads;
   for (size_t r = 0; r < ranks.size(); ++r)
@@ -141,6 +141,33 @@ TEST_CASE("ranks compiling asynchronously switch each structure to its plan at o
   require_one_switch_index(ranks);
   CHECK(daemon.status("agreements") == 3);
   CHECK(daemon.status("store_agreements") == 0);
+  CHECK(daemon.status("compiles") == 3);
+}
+
+TEST_CASE("ranks that share cache.dir with their daemon take part in agreement, and switch at "
+          "one backward index",
+          "[daemon]") {
+  case_folder folder;
+  auto cache = "cache:\n  dir: " + (folder / "cache") + "\n";
+  test_daemon daemon(folder, cache);
+  for (int job_run = 0; job_run < 2; ++job_run) {  // the second finds every plan on disk
+    auto job = job_env(free_port());
+    auto ranks = run_async_ranks(
+        folder, 4,
+        [&](size_t r) {
+          auto env = daemon.client_env();
+          env.insert(env.end(), job.begin(), job.end());
+          env.push_back("RANK=" + std::to_string(r));
+          return env;
+        },
+        cache);
+    require_one_switch_index(ranks);
+    for (const auto& rank : ranks) {
+      CHECK(counter(rank.out, "plans_loaded") == 0);  // asked the daemon instead
+      CHECK(rank.err.find("did not agree") == std::string::npos);
+    }
+  }
+  CHECK(daemon.status("agreements") == 6);
   CHECK(daemon.status("compiles") == 3);
 }
 

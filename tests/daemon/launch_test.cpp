@@ -6,7 +6,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <dirent.h>
+
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <regex>
 #include <thread>
@@ -46,8 +49,58 @@ bool still_listening(const case_folder& folder, const std::string& address) {
   return status.exited(0);
 }
 
+/// Whether `pid` runs: neither gone nor a zombie (an orphan's new parent
+/// may never reap it).
 bool alive(pid_t pid) {
-  return ::kill(pid, 0) == 0;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  auto name_end = stat.rfind(") ");
+  return name_end != std::string::npos && name_end + 2 < stat.size() && stat[name_end + 2] != 'Z';
+}
+
+/// The running `gradd daemon` processes whose command line names `text`.
+std::vector<pid_t> daemons_naming(const std::string& text) {
+  std::vector<pid_t> found;
+  DIR* proc = ::opendir("/proc");
+  REQUIRE(proc != nullptr);
+  while (auto* entry = ::readdir(proc)) {
+    pid_t pid = std::atoi(entry->d_name);
+    if (pid <= 0)
+      continue;
+    std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmdline.find(std::string("\0daemon\0", 8)) != std::string::npos
+        && cmdline.find(text) != std::string::npos && alive(pid))
+      found.push_back(pid);
+  }
+  ::closedir(proc);
+  return found;
+}
+
+/// A launcher of two ranks that write their pids into `folder` (pid.<rank>)
+/// and sleep.
+std::vector<std::string> sleeping_ranks(const case_folder& folder) {
+  return {GRADD_CLI, "launch", "--nproc", "2", "--config", launch_policy(folder), "--", "/bin/sh",
+          "-c", "echo $$ > " + (folder / "pid.") + "$RANK; exec sleep 60"};
+}
+
+/// The pids the two ranks of sleeping_ranks wrote, once both did.
+std::vector<pid_t> rank_pids(const case_folder& folder) {
+  std::vector<pid_t> ranks;
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (ranks.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    ranks.clear();
+    for (int rank : {0, 1}) {
+      std::ifstream in(folder / ("pid." + std::to_string(rank)));
+      pid_t pid = 0;
+      if (in >> pid)
+        ranks.push_back(pid);
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  REQUIRE(ranks.size() == 2);
+  return ranks;
 }
 
 } // namespace
@@ -92,23 +145,8 @@ TEST_CASE("gradd launch returns the first failing rank's code and stops the othe
 
 TEST_CASE("SIGINT to gradd launch stops everything it started", "[daemon][launch]") {
   case_folder folder;
-  background_child launcher({GRADD_CLI, "launch", "--nproc", "2", "--config", launch_policy(folder),
-                             "--", "/bin/sh", "-c",
-                             "echo $$ > " + (folder / "pid.") + "$RANK; exec sleep 60"},
-                            folder / "launch.out", folder / "launch.err");
-  std::vector<pid_t> ranks;
-  auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (ranks.size() < 2 && std::chrono::steady_clock::now() < deadline) {
-    ranks.clear();
-    for (int rank : {0, 1}) {
-      std::ifstream in(folder / ("pid." + std::to_string(rank)));
-      pid_t pid = 0;
-      if (in >> pid)
-        ranks.push_back(pid);
-    }
-    std::this_thread::sleep_for(20ms);
-  }
-  REQUIRE(ranks.size() == 2);
+  background_child launcher(sleeping_ranks(folder), folder / "launch.out", folder / "launch.err");
+  auto ranks = rank_pids(folder);
   launcher.signal(SIGINT);
   auto run = launcher.wait(30s);
   INFO(run.err);
@@ -116,6 +154,59 @@ TEST_CASE("SIGINT to gradd launch stops everything it started", "[daemon][launch
   for (auto pid : ranks)
     CHECK(!alive(pid));
   CHECK(!still_listening(folder, daemon_of(run.err)));
+}
+
+TEST_CASE("a SIGKILLed gradd launch leaves neither its daemon nor its ranks running",
+          "[daemon][launch]") {
+  case_folder folder;
+  background_child launcher(sleeping_ranks(folder), folder / "launch.out", folder / "launch.err");
+  auto ranks = rank_pids(folder);
+  REQUIRE(daemons_naming(folder.path()).size() == 1);  // its daemon, started before the ranks
+  launcher.signal(SIGKILL);
+  CHECK(launcher.wait(10s).signal == SIGKILL);
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  auto any_left = [&] {
+    return alive(ranks[0]) || alive(ranks[1]) || !daemons_naming(folder.path()).empty();
+  };
+  while (any_left() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  for (auto pid : ranks)
+    CHECK(!alive(pid));
+  CHECK(daemons_naming(folder.path()).empty());
+}
+
+TEST_CASE("gradd launch of a command that cannot start fails and stops its daemon",
+          "[daemon][launch]") {
+  case_folder folder;
+  SECTION("no such file") {
+    auto run = run_child({GRADD_CLI, "launch", "--nproc", "2", "--config", launch_policy(folder),
+                          "--", "/nonexistent/cmd"},
+                         60s);
+    INFO(run.err);
+    CHECK(run.exited(127));
+    CHECK_THAT(run.err, Catch::Contains("cannot start rank 0 (/nonexistent/cmd): No such file or "
+                                        "directory; stopping the others"));
+    CHECK(daemons_naming(folder.path()).empty());
+    CHECK(!still_listening(folder, daemon_of(run.err)));
+  }
+  SECTION("a file that is not executable") {
+    write_file(folder / "script", "exit 0\n", 0644);
+    auto run = run_child({GRADD_CLI, "launch", "--nproc", "2", "--config", launch_policy(folder),
+                          "--", folder / "script"},
+                         60s);
+    INFO(run.err);
+    CHECK(run.exited(126));
+    CHECK_THAT(run.err, Catch::Contains("cannot start rank 0 (" + (folder / "script")
+                                        + "): Permission denied"));
+    CHECK(daemons_naming(folder.path()).empty());
+  }
+  SECTION("a rank whose shell cannot find its command") {
+    auto run = launch(folder, 2, "exec /nonexistent/cmd");
+    INFO(run.err);
+    CHECK(run.exited(127));
+    CHECK_THAT(run.err, Catch::Contains("failed (127); stopping the others"));
+    CHECK(daemons_naming(folder.path()).empty());
+  }
 }
 
 TEST_CASE("gradd launch uses a daemon that already answers, and leaves it running",

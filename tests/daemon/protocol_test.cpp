@@ -6,6 +6,7 @@
 #include "actors/actor_system.hpp"
 #include "actors/daemon_protocol.hpp"
 #include "actors/type_ids.hpp"
+#include "actors/wire_client.hpp"
 #include "bench/node_tables.hpp"
 #include "config/daemon_address.hpp"
 #include "config/token_file.hpp"
@@ -13,7 +14,6 @@
 #include "engine/gradd.hpp"
 
 #include <caf/all.hpp>
-#include <caf/io/all.hpp>
 #include <torch/version.h>
 
 #include <catch2/catch.hpp>
@@ -34,21 +34,25 @@ uint8_t gradd_code(const caf::error& e) {
   return e.category() == caf::atom("gradd") ? e.code() : 0;
 }
 
-/// A client of the daemon at `address` in an actor system of the test's own.
+/// A client of `test`'s daemon in an actor system of the test's own,
+/// proving `token` (the daemon's own unless given).
 struct raw_client {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> system;
   gradd::actors::daemon_actor daemon;
 
-  explicit raw_client(const std::string& address) {
+  explicit raw_client(const test_daemon& test, std::string token = "") {
     gradd::actors::configure_actor_system(cfg, 1);
     system = std::make_unique<caf::actor_system>(cfg);
     system->await_actors_before_shutdown(false);
-    auto where = gradd::parse_daemon_address(address);
-    auto found = caf::io::remote_actor<gradd::actors::daemon_actor>(*system, where->host, where->port);
+    if (token.empty())
+      token = gradd::read_token(test.token_file());
+    auto found = gradd::actors::connect_daemon(
+        *system, *gradd::parse_daemon_address(test.address()), token, size_t{1} << 20);
     REQUIRE(found);
     daemon = *found;
   }
+  ~raw_client() { caf::anon_send_exit(daemon, caf::exit_reason::user_shutdown); }
 
   /// Sends `message` from `self` and returns the reply or the error.
   template <class Reply, class Message>
@@ -97,7 +101,7 @@ TEST_CASE("the daemon refuses what breaks its rules, as gradd errors, and keeps 
   test_daemon daemon(folder, "compile:\n  delay_ms: 300\n", "127.0.0.1:0", "daemon",
                      "  max_nodes: 8\n  max_requests_per_client: 2\n");
   auto token = gradd::read_token(daemon.token_file());
-  raw_client client(daemon.address());
+  raw_client client(daemon);
   caf::scoped_actor self{*client.system};
   gradd::actors::compile_request small{"default", chain_table(2, "MulBackward0")};
 
@@ -170,7 +174,7 @@ TEST_CASE("the daemon holds at most cache.max_plans plans, so its memory stays f
           "[daemon]") {
   case_folder folder;
   test_daemon daemon(folder, "cache:\n  max_plans: 4\n");
-  raw_client client(daemon.address());
+  raw_client client(daemon);
   caf::scoped_actor self{*client.system};
   REQUIRE(client.ask<gradd::actors::daemon_welcome>(
       self, hello_with(gradd::read_token(daemon.token_file()))));
@@ -195,6 +199,31 @@ TEST_CASE("the daemon holds at most cache.max_plans plans, so its memory stays f
 #else
   CHECK(after < warm + 16 * 1024);
 #endif
+}
+
+TEST_CASE("the daemon's plan cache evicts the least recently used plan, not the oldest",
+          "[daemon]") {
+  case_folder folder;
+  test_daemon daemon(folder, "cache:\n  max_plans: 2\n");
+  raw_client client(daemon);
+  caf::scoped_actor self{*client.system};
+  REQUIRE(client.ask<gradd::actors::daemon_welcome>(
+      self, hello_with(gradd::read_token(daemon.token_file()))));
+  auto source_of = [&](const std::string& kind) {
+    auto plan = client.ask<gradd::actors::compiled_plan>(
+        self, gradd::actors::compile_request{"default", chain_table(2, kind)});
+    REQUIRE(plan);
+    return plan->source;
+  };
+  using gradd::actors::plan_source;
+  CHECK(source_of("Old") == plan_source::compiled);
+  CHECK(source_of("Unused") == plan_source::compiled);
+  CHECK(source_of("Old") == plan_source::cached);  // compiled first, used last
+  CHECK(source_of("New") == plan_source::compiled);  // one over max_plans: one goes
+  CHECK(source_of("Old") == plan_source::cached);
+  CHECK(source_of("Unused") == plan_source::compiled);  // it went
+  CHECK(daemon.status("compiles") == 4);
+  CHECK(daemon.status("structures") == 2);
 }
 
 TEST_CASE("a training process goes on without its killed daemon, picks up the restarted one "

@@ -56,6 +56,7 @@ public:
 
   void signal(int number) const { process_->signal(number); }
   uint64_t resident_kib() const { return process_->resident_kib(); }
+  int pid() const { return process_->pid(); }
   child_result wait(std::chrono::milliseconds bound) { return process_->wait(bound); }
 
 private:

@@ -1,0 +1,490 @@
+// The daemon's wire under attack: bytes that are not its frames, frames over
+// their bounds, connections that never finish the handshake, proofs that
+// are nearly right, and fuzzed frames from a peer that holds the token. In
+// every case the peer is dropped and the daemon goes on serving; and a
+// client never believes a daemon that cannot prove it holds the token.
+
+#include "actors/actor_system.hpp"
+#include "actors/ir_inspect.hpp"
+#include "actors/type_ids.hpp"
+#include "actors/wire_client.hpp"
+#include "actors/wire_frame.hpp"
+#include "bench/node_tables.hpp"
+#include "config/daemon_address.hpp"
+#include "config/token_file.hpp"
+#include "daemon/test_daemon.hpp"
+
+#include <caf/all.hpp>
+#include <torch/version.h>
+
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <functional>
+#include <optional>
+#include <random>
+#include <thread>
+
+namespace {
+
+using namespace gradd::actors;
+using namespace gradd::test;
+using namespace std::chrono_literals;
+
+/// A TCP connection of the test's own, speaking bytes, not actors.
+class raw_socket {
+public:
+  explicit raw_socket(uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd_ >= 0);
+    sockaddr_in where{};
+    where.sin_family = AF_INET;
+    where.sin_port = htons(port);
+    where.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&where), sizeof where) == 0);
+  }
+  explicit raw_socket(int fd) : fd_(fd) {}
+  ~raw_socket() { ::close(fd_); }
+  raw_socket(const raw_socket&) = delete;
+  raw_socket& operator=(const raw_socket&) = delete;
+
+  void send(std::string_view bytes) const {
+    ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  }
+  void send(const std::vector<char>& bytes) const { send(std::string_view(bytes.data(), bytes.size())); }
+
+  /// Exactly `n` bytes within `bound`; nullopt if the peer closed first or
+  /// they did not come.
+  std::optional<std::string> read(size_t n, std::chrono::milliseconds bound) const {
+    std::string bytes(n, '\0');
+    size_t done = 0;
+    auto deadline = std::chrono::steady_clock::now() + bound;
+    while (done < n) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      pollfd p{fd_, POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0)
+        return std::nullopt;
+      auto got = ::recv(fd_, bytes.data() + done, n - done, 0);
+      if (got <= 0)
+        return std::nullopt;
+      done += static_cast<size_t>(got);
+    }
+    return bytes;
+  }
+
+  /// The next frame within `bound`.
+  std::optional<std::pair<frame_header, std::string>> frame(std::chrono::milliseconds bound =
+                                                                5s) const {
+    auto head = read(frame_header_bytes, bound);
+    if (!head)
+      return std::nullopt;
+    auto header = read_header(head->data());
+    REQUIRE(header);
+    auto payload = header->size ? read(header->size, bound) : std::string();
+    if (!payload)
+      return std::nullopt;
+    return std::make_pair(*header, *payload);
+  }
+
+  /// Whether the peer closed the connection within `bound` (frames it sent
+  /// first, such as a refusal, are read and dropped).
+  bool closed_within(std::chrono::milliseconds bound) const {
+    auto deadline = std::chrono::steady_clock::now() + bound;
+    char sink[4096];
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      pollfd p{fd_, POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0)
+        return false;
+      auto got = ::recv(fd_, sink, sizeof sink, 0);
+      if (got <= 0)
+        return true;
+    }
+  }
+
+  int fd() const { return fd_; }
+
+private:
+  int fd_ = -1;
+};
+
+uint16_t port_of(const test_daemon& daemon) {
+  return gradd::parse_daemon_address(daemon.address())->port;
+}
+
+/// Reads the daemon's challenge off `socket`; its nonce.
+std::string challenge_nonce(const raw_socket& socket) {
+  auto challenge = socket.frame();
+  REQUIRE(challenge);
+  REQUIRE(challenge->first.kind == frame_kind::challenge);
+  wire_challenge parsed;
+  REQUIRE(read_payload(challenge->second, parsed));
+  CHECK(parsed.protocol == wire_protocol);
+  REQUIRE(parsed.nonce.size() == nonce_bytes);
+  return parsed.nonce;
+}
+
+std::vector<char> proof_frame(const std::string& token, const std::string& daemon_nonce,
+                              const std::string& client_nonce) {
+  return frame(frame_kind::proof, 0,
+               payload_of(wire_proof{client_nonce,
+                                     client_mac(token, daemon_nonce, client_nonce)}));
+}
+
+/// Proves `token` on `socket` and checks the daemon's proof in return.
+void handshake(const raw_socket& socket, const std::string& token) {
+  auto daemon_nonce = challenge_nonce(socket);
+  std::string client_nonce(nonce_bytes, 'c');
+  socket.send(proof_frame(token, daemon_nonce, client_nonce));
+  auto proven = socket.frame();
+  REQUIRE(proven);
+  REQUIRE(proven->first.kind == frame_kind::proven);
+  wire_proof theirs;
+  REQUIRE(read_payload(proven->second, theirs));
+  CHECK(theirs.mac == daemon_mac(token, daemon_nonce, client_nonce));
+}
+
+client_hello hello() { return {"", GRADD_VERSION, TORCH_VERSION, 1, -1}; }
+
+/// An actor system of the test's own with a welcomed client of `daemon`.
+struct welcomed_client {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> system;
+  daemon_actor daemon;
+
+  explicit welcomed_client(const test_daemon& test) {
+    configure_actor_system(cfg, 1);
+    system = std::make_unique<caf::actor_system>(cfg);
+    system->await_actors_before_shutdown(false);
+    auto found = connect_daemon(*system, *gradd::parse_daemon_address(test.address()),
+                                gradd::read_token(test.token_file()), size_t{1} << 20);
+    REQUIRE(found);
+    daemon = *found;
+    caf::scoped_actor self{*system};
+    bool welcomed = false;
+    self->request(daemon, 10s, hello())
+        .receive([&](daemon_welcome&) { welcomed = true; }, [](caf::error&) {});
+    REQUIRE(welcomed);
+  }
+  ~welcomed_client() { caf::anon_send_exit(daemon, caf::exit_reason::user_shutdown); }
+
+  /// Whether the daemon answers a compile request for a new structure.
+  bool served(const std::string& kind) {
+    caf::scoped_actor self{*system};
+    bool ok = false;
+    self->request(daemon, 10s,
+                  compile_request{"default", gradd::measure::chain_table(2, kind)})
+        .receive([&](compiled_plan&) { ok = true; }, [](caf::error&) {});
+    return ok;
+  }
+};
+
+size_t open_descriptors(int pid) {
+  size_t n = 0;
+  if (DIR* dir = ::opendir(("/proc/" + std::to_string(pid) + "/fd").c_str())) {
+    while (::readdir(dir) != nullptr)
+      ++n;
+    ::closedir(dir);
+  }
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("the daemon drops bytes that are not its frames and frames over their bounds, and "
+          "keeps serving",
+          "[daemon][wire]") {
+  case_folder folder;
+  test_daemon daemon(folder, "", "127.0.0.1:0", "daemon", "  max_message_mb: 1\n");
+  welcomed_client rank(daemon);
+  auto token = gradd::read_token(daemon.token_file());
+  auto resident = daemon.resident_kib();
+
+  SECTION("a BASP client_handshake header with no payload (it killed CAF's BASP)") {
+    for (int i = 0; i < 4; ++i) {
+      raw_socket socket(port_of(daemon));
+      socket.send(std::string(1, '\x01') + std::string(31, '\0'));
+      CHECK(socket.closed_within(5s));
+    }
+  }
+  SECTION("a header that declares a payload of 4 GiB, before the handshake") {
+    std::vector<raw_socket> sockets;
+    for (int i = 0; i < 4; ++i) {
+      sockets.emplace_back(port_of(daemon));
+      auto header = frame(frame_kind::proof, 0, "");
+      std::fill(header.begin(), header.begin() + 4, '\xff');
+      sockets.back().send(header);
+    }
+    for (auto& socket : sockets)
+      CHECK(socket.closed_within(5s));
+  }
+  SECTION("a frame one byte over the handshake's bound") {
+    raw_socket socket(port_of(daemon));
+    challenge_nonce(socket);
+    socket.send(frame(frame_kind::proof, 0, std::string(handshake_frame_bytes + 1, 'x')));
+    CHECK(socket.closed_within(5s));
+  }
+  SECTION("a frame one byte over daemon.max_message_mb, after the handshake") {
+    raw_socket socket(port_of(daemon));
+    handshake(socket, token);
+    auto header = frame(frame_kind::compile, 1, "");
+    uint32_t size = (1u << 20) + 1;
+    for (int i = 0; i < 4; ++i)
+      header[i] = static_cast<char>((size >> (8 * i)) & 0xff);
+    socket.send(header);
+    CHECK(socket.closed_within(5s));
+  }
+  SECTION("a frame at daemon.max_message_mb is read (and refused as a request that does not "
+          "parse)") {
+    raw_socket socket(port_of(daemon));
+    handshake(socket, token);
+    socket.send(frame(frame_kind::compile, 1, std::string(1u << 20, '\x01')));
+    auto answer = socket.frame(10s);
+    REQUIRE(answer);
+    CHECK(answer->first.kind == frame_kind::refusal);
+  }
+  SECTION("a frame of a kind no client sends") {
+    raw_socket socket(port_of(daemon));
+    handshake(socket, token);
+    socket.send(frame(frame_kind::plan, 1, payload_of(compiled_plan{})));
+    CHECK(socket.closed_within(5s));
+  }
+  CHECK(rank.served("After"));
+  welcomed_client next(daemon);
+  CHECK(next.served("Next"));
+  INFO("resident " << resident << " KiB before, " << daemon.resident_kib() << " KiB after");
+  CHECK(daemon.resident_kib() < resident + 32 * 1024);
+}
+
+TEST_CASE("connections that never finish the handshake are capped and closed in time, while "
+          "a welcomed client is served",
+          "[daemon][wire]") {
+  case_folder folder;
+  test_daemon daemon(folder);
+  welcomed_client rank(daemon);
+  auto descriptors = open_descriptors(daemon.pid());
+  std::vector<std::unique_ptr<raw_socket>> idle;
+  for (int i = 0; i < 300; ++i)
+    idle.push_back(std::make_unique<raw_socket>(port_of(daemon)));
+  std::this_thread::sleep_for(200ms);
+  INFO("descriptors " << descriptors << " before, " << open_descriptors(daemon.pid())
+                      << " with 300 idle connections");
+  CHECK(open_descriptors(daemon.pid()) <= descriptors + 64 + 8);
+  CHECK(rank.served("During"));
+  size_t closed = 0;
+  for (auto& socket : idle)
+    closed += socket->closed_within(4s);
+  CHECK(closed == idle.size());  // the cap's at once, the rest at the handshake's time
+  welcomed_client next(daemon);
+  CHECK(next.served("After"));
+}
+
+TEST_CASE("a peer that nearly holds the token is dropped; one that holds it gets the daemon's "
+          "proof",
+          "[daemon][wire]") {
+  case_folder folder;
+  test_daemon daemon(folder);
+  auto token = gradd::read_token(daemon.token_file());
+  std::string client_nonce(nonce_bytes, 'c');
+
+  SECTION("the token with its last character changed") {
+    raw_socket socket(port_of(daemon));
+    auto nonce = challenge_nonce(socket);
+    auto near = token;
+    near.back() = near.back() == '0' ? '1' : '0';
+    socket.send(proof_frame(near, nonce, client_nonce));
+    auto answer = socket.frame();
+    REQUIRE(answer);
+    CHECK(answer->first.kind == frame_kind::refusal);
+    wire_refusal refusal;
+    REQUIRE(read_payload(answer->second, refusal));
+    CHECK(refusal.code == static_cast<uint8_t>(errc::wrong_token));
+    CHECK(socket.closed_within(5s));
+  }
+  SECTION("a proof replayed from another connection") {
+    raw_socket first(port_of(daemon));
+    auto old_nonce = challenge_nonce(first);
+    raw_socket second(port_of(daemon));
+    challenge_nonce(second);
+    second.send(proof_frame(token, old_nonce, client_nonce));
+    CHECK(second.closed_within(5s));
+  }
+  SECTION("the daemon's own proof sent back to it") {
+    raw_socket socket(port_of(daemon));
+    auto nonce = challenge_nonce(socket);
+    socket.send(frame(frame_kind::proof, 0,
+                      payload_of(wire_proof{client_nonce, daemon_mac(token, nonce, client_nonce)})));
+    CHECK(socket.closed_within(5s));
+  }
+  SECTION("a client nonce one byte short") {
+    raw_socket socket(port_of(daemon));
+    auto nonce = challenge_nonce(socket);
+    auto short_nonce = client_nonce.substr(1);
+    socket.send(frame(frame_kind::proof, 0,
+                      payload_of(wire_proof{short_nonce, client_mac(token, nonce, short_nonce)})));
+    CHECK(socket.closed_within(5s));
+  }
+  SECTION("a request before the proof") {
+    raw_socket socket(port_of(daemon));
+    challenge_nonce(socket);
+    socket.send(frame(frame_kind::hello, 1, payload_of(hello())));
+    CHECK(socket.closed_within(5s));
+  }
+  SECTION("the right proof, then a hello: welcomed") {
+    raw_socket socket(port_of(daemon));
+    handshake(socket, token);
+    socket.send(frame(frame_kind::hello, 7, payload_of(hello())));
+    auto answer = socket.frame();
+    REQUIRE(answer);
+    CHECK(answer->first.kind == frame_kind::welcome);
+    CHECK(answer->first.id == 7);
+  }
+  welcomed_client after(daemon);
+  CHECK(after.served("After"));
+}
+
+namespace {
+
+/// A listener of the test's own that plays a daemon which does not hold
+/// the client's token: it records what the client sends.
+struct impostor {
+  int listener = -1;
+  uint16_t port = 0;
+  std::string received;
+  std::thread thread;
+
+  /// `proven`: the proof it answers with, given both nonces.
+  explicit impostor(std::function<std::string(const std::string&, const std::string&)> proven) {
+    listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in where{};
+    where.sin_family = AF_INET;
+    where.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&where), sizeof where) == 0);
+    REQUIRE(::listen(listener, 4) == 0);
+    socklen_t size = sizeof where;
+    ::getsockname(listener, reinterpret_cast<sockaddr*>(&where), &size);
+    port = ntohs(where.sin_port);
+    thread = std::thread([this, proven] {
+      raw_socket peer(::accept(listener, nullptr, nullptr));
+      std::string daemon_nonce(nonce_bytes, 'd');
+      peer.send(frame(frame_kind::challenge, 0,
+                      payload_of(wire_challenge{wire_protocol, daemon_nonce})));
+      auto proof = peer.frame();
+      if (!proof)
+        return;
+      received += proof->second;
+      wire_proof theirs;
+      read_payload(proof->second, theirs);
+      if (auto hello = peer.frame())
+        received += hello->second;
+      peer.send(frame(frame_kind::proven, 0,
+                      payload_of(wire_proof{{}, proven(daemon_nonce, theirs.nonce)})));
+      peer.send(frame(frame_kind::welcome, 1, payload_of(daemon_welcome{1, "/tmp/forged"})));
+      peer.closed_within(5s);
+    });
+  }
+  ~impostor() {
+    if (thread.joinable())
+      thread.join();
+    ::close(listener);
+  }
+};
+
+} // namespace
+
+TEST_CASE("a client believes no daemon that cannot prove it holds the token, and never sends "
+          "the token",
+          "[daemon][wire]") {
+  std::string token = "0123456789abcdef0123456789abcdef";
+  auto near = token.substr(0, token.size() - 1) + "0";
+  std::function<std::string(const std::string&, const std::string&)> proofs[] = {
+      [&](const std::string& d, const std::string& c) { return daemon_mac(near, d, c); },
+      [&](const std::string& d, const std::string& c) { return client_mac(token, d, c); },
+      [&](const std::string&, const std::string&) { return std::string(32, '\0'); },
+  };
+  for (auto& proof : proofs) {
+    impostor fake(proof);
+    caf::actor_system_config cfg;
+    configure_actor_system(cfg, 1);
+    caf::actor_system system{cfg};
+    system.await_actors_before_shutdown(false);
+    auto daemon = connect_daemon(system, {"127.0.0.1", fake.port}, token, size_t{1} << 20);
+    REQUIRE(daemon);
+    caf::scoped_actor self{system};
+    std::optional<caf::error> refused;
+    auto asked = hello();
+    asked.token = token;  // as the daemon link fills it in
+    self->request(*daemon, 10s, asked)
+        .receive([](daemon_welcome&) {}, [&](caf::error& e) { refused = e; });
+    REQUIRE(refused);  // the forged welcome was not believed
+    CHECK(refused->category() == caf::atom("gradd"));
+    CHECK(refused->code() == static_cast<uint8_t>(errc::wrong_token));
+    caf::anon_send_exit(*daemon, caf::exit_reason::user_shutdown);
+    fake.thread.join();
+    CHECK(fake.received.find(token) == std::string::npos);
+  }
+}
+
+TEST_CASE("fuzzed frames, before the handshake and from a peer that holds the token: the "
+          "daemon drops or answers each and keeps serving",
+          "[daemon][wire]") {
+  case_folder folder;
+  test_daemon daemon(folder);
+  auto token = gradd::read_token(daemon.token_file());
+  std::mt19937 random(41);
+  auto mutate = [&](std::string bytes) {
+    switch (random() % 4) {
+      case 0:  // flip a byte
+        bytes[random() % bytes.size()] ^= static_cast<char>(1 + random() % 255);
+        break;
+      case 1:  // truncate
+        bytes.resize(random() % bytes.size());
+        break;
+      case 2:  // extend
+        bytes.append(1 + random() % 64, static_cast<char>(random()));
+        break;
+      default:  // a length field read as huge
+        if (bytes.size() >= 4) {
+          auto at = random() % (bytes.size() - 3);
+          std::fill(bytes.begin() + at, bytes.begin() + at + 4, '\xff');
+        }
+    }
+    return bytes;
+  };
+  auto table = payload_of(compile_request{"default", gradd::measure::chain_table(6, "Fuzz")});
+  int answered = 0, dropped = 0;
+  for (int i = 0; i < 100; ++i) {
+    raw_socket socket(port_of(daemon));
+    if (i % 2 == 0) {  // before the handshake: the proof frame itself
+      auto nonce = challenge_nonce(socket);
+      auto proof = proof_frame(token, nonce, std::string(nonce_bytes, 'c'));
+      socket.send(mutate(std::string(proof.begin(), proof.end())));
+    } else {  // after it: a compile request's payload
+      handshake(socket, token);
+      socket.send(frame(frame_kind::hello, 1, payload_of(hello())));
+      REQUIRE(socket.frame());
+      auto payload = mutate(table);
+      socket.send(frame(frame_kind::compile, 2, payload));
+    }
+    // An answer (a plan, a refusal, the daemon's proof), the end, or (for
+    // a frame cut short) a daemon waiting for the rest, which the test
+    // leaves to it by closing.
+    if (socket.frame(300ms))
+      ++answered;
+    else
+      ++dropped;
+  }
+  INFO(answered << " answered, " << dropped << " dropped");
+  CHECK(answered > 0);
+  CHECK(dropped > 0);
+  welcomed_client after(daemon);
+  CHECK(after.served("After"));
+}
