@@ -35,11 +35,6 @@ using clock = std::chrono::steady_clock;
 constexpr auto tick_every = std::chrono::milliseconds(20);
 constexpr auto report_every = std::chrono::seconds(1);
 
-/// How many backwards past its count a rank proposes to switch at: ranks of
-/// a data-parallel job are at most one backward apart, and the daemon's
-/// answer usually comes before the next backward.
-constexpr uint64_t agreement_lead = 2;
-
 /// Where the link is and what it talks to; copied into its handlers.
 struct link {
   link_pointer self;
@@ -94,6 +89,11 @@ struct link {
     }
     feed->fallbacks.fetch_add(1, std::memory_order_relaxed);
     if (config().daemon.fallback == daemon_fallback::local) {
+      // Compiled here, the plan is still agreed on before it serves: ranks
+      // whose daemon went away meanwhile switch together once it is back,
+      // or not at all.
+      if (agreeing())
+        hold(job.graph_id, request_key(config().passes.effective_pipeline(), job.ir));
       caf::anon_send(capture, std::move(job));
       return;
     }
@@ -135,28 +135,51 @@ struct link {
     self->delayed_send(self, tick_every, link_tick{});
   }
 
-  /// Proposes to the daemon when graph `graph_id` switches to its plan and
-  /// holds the plan back until the ranks agreed (Note [Agreement across
-  /// ranks]); call before the plan is published.
-  void propose(uint64_t graph_id, uint64_t key) const {
-    if (!state().daemon)
+  /// Holds graph `graph_id`'s plan back until the ranks agree when to
+  /// switch to it (Note [Agreement across ranks]); call before the plan is
+  /// published. Its backwards then make the proposals (propose).
+  void hold(uint64_t graph_id, uint64_t key) const {
+    state().held[graph_id] = {key, 0};
+    setup->sink->hold_for_agreement(graph_id);
+  }
+
+  /// Sends this rank's proposal for a held plan. Without a daemon, or
+  /// without an answer, the plan stays held: the stock engine serves, and
+  /// the backwards propose again, to the daemon that is back by then.
+  void propose(uint64_t graph_id, uint64_t proposal) const {
+    auto& s = state();
+    auto found = s.held.find(graph_id);
+    if (found == s.held.end())
       return;
-    auto proposal = setup->sink->hold_for_agreement(graph_id, agreement_lead);
-    if (!proposal)
+    if (!s.daemon) {
+      if (!s.connecting && clock::now() >= s.retry_at)
+        connect();  // the daemon this proposal needs may be back
       return;
+    }
+    auto retry = found->second.proposals++;
     auto me = *this;
     self->request(state().daemon, std::chrono::milliseconds(config().daemon.agreement_timeout_ms),
                   agree_request{job.store, job.attempt, job.local_ranks, job.machine,
-                                job.machines, key, *proposal})
-        .then([me, graph_id](agreed& answer) { me.setup->sink->agree(graph_id, answer.serve_from); },
-              [me, graph_id, proposal](caf::error& error) {
-                me.say(log_level::warning, "graph " + std::to_string(graph_id)
-                                               + ": no agreement from " + me.daemon_name() + " ("
-                                               + me.self->system().render(error)
-                                               + "); its plan serves this rank from backward "
-                                               + std::to_string(*proposal) + " on");
-                me.setup->sink->agree(graph_id, *proposal);
-              });
+                                job.machines, found->second.key, proposal, retry})
+        .then(
+            [me, graph_id](agreed& answer) {
+              if (answer.serve_from == agreed::superseded
+                  || me.state().held.erase(graph_id) == 0)
+                return;  // an answer to an earlier proposal settled it
+              if (!me.setup->sink->agree(graph_id, answer.serve_from))
+                me.say(log_level::warning,
+                       "graph " + std::to_string(graph_id) + ": the agreed backward "
+                           + std::to_string(answer.serve_from)
+                           + " had passed when the answer came; this rank switches later");
+            },
+            [me, graph_id](caf::error& error) {
+              if (me.state().held.count(graph_id) == 0)
+                return;
+              me.say(log_level::warning,
+                     "graph " + std::to_string(graph_id) + ": no agreement yet from "
+                         + me.daemon_name() + " (" + me.self->system().render(error)
+                         + "); the stock engine serves it and this rank proposes again");
+            });
   }
 
   void send(capture_job job) const {
@@ -181,7 +204,7 @@ struct link {
               }
               me.feed->plans.fetch_add(1, std::memory_order_relaxed);
               if (me.agreeing())
-                me.propose(shared->graph_id, key);
+                me.hold(shared->graph_id, key);
               compile_result result;
               result.graph_id = shared->graph_id;
               result.ir = std::move(reply.ir);
@@ -374,6 +397,7 @@ daemon_link_actor::behavior_type daemon_link_stage(
       }
     },
     [me](link_tick) { me.tick(); },
+    [me](rank_proposal& made) { me.propose(made.graph_id, made.proposal); },
     [me](report_tick) { me.report(); },
   };
 }

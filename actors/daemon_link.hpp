@@ -38,15 +38,23 @@ struct link_tick {};
 /// process's statistics to the daemon.
 struct report_tick {};
 
+/// From a backward of this process (pipeline::propose): this rank proposes
+/// to switch graph `graph_id` to its held plan at backward `proposal`.
+struct rank_proposal {
+  uint64_t graph_id = 0;
+  uint64_t proposal = 0;
+};
+
 } // namespace gradd::actors
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradd::actors::link_tick)  // to itself only
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradd::actors::link_tick)  // within this process only
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradd::actors::report_tick)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradd::actors::rank_proposal)
 
 namespace gradd::actors {
 
 using daemon_link_actor = caf::typed_actor<caf::reacts_to<capture_job>, caf::reacts_to<link_tick>,
-                                           caf::reacts_to<report_tick>>;
+                                           caf::reacts_to<report_tick>, caf::reacts_to<rank_proposal>>;
 
 struct daemon_link_state {
   static inline const char* name = "gradd.daemon_link";
@@ -64,6 +72,13 @@ struct daemon_link_state {
   std::unordered_map<uint64_t, std::shared_ptr<capture_job>> out;  ///< sent, by graph id
   std::string said;  ///< the last problem logged, so each is said once
   std::function<statistics_fields()> own_statistics;  ///< what it reports
+  /// Graphs whose plans are held for an agreement: the key they are agreed
+  /// under, and how many proposals this rank made.
+  struct held_plan {
+    uint64_t key = 0;
+    uint32_t proposals = 0;
+  };
+  std::unordered_map<uint64_t, held_plan> held;
 };
 
 /// Makes `service`, a compile service in this process (spawned by a host

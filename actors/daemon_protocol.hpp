@@ -67,10 +67,12 @@ uint64_t request_key(const compile_request& request);
 uint64_t request_key(const std::string& passes, const compiler::graph& table);
 
 /// A rank's proposal of the backward index (of one structure, counted on
-/// this rank) from which its plan serves. Once the job's ranks on this
-/// machine have all proposed, the daemon takes the largest proposal; on
-/// several machines, the largest of every machine's, exchanged through the
-/// job's c10d TCPStore (daemon/store_exchange.hpp). Every rank hears it.
+/// this rank) from which its plan serves; a rank proposes again while it
+/// has no answer (Note [Agreement across ranks]). Once the job's ranks on
+/// this machine have all proposed, the daemon takes the largest of each
+/// rank's latest proposal; on several machines, the largest of every
+/// machine's, exchanged through the job's c10d TCPStore
+/// (daemon/store_exchange.hpp). Every proposal hears it.
 struct agree_request {
   std::string job;           ///< MASTER_ADDR:MASTER_PORT, where the job's store is
   uint32_t attempt = 0;      ///< $TORCHELASTIC_RESTART_COUNT: a restarted job agrees anew
@@ -79,10 +81,17 @@ struct agree_request {
   uint32_t machines = 1;     ///< the job's machines
   uint64_t key = 0;          ///< request_key of the structure's compile request
   uint64_t proposal = 0;
+  /// 0: this rank's first proposal for the structure's plan, which a new
+  /// agreement starts from; later ones renew it and are answered at once
+  /// once the job has agreed.
+  uint32_t retry = 0;
 };
 
 struct agreed {
-  uint64_t serve_from = 0;
+  /// The answer to a proposal the same rank renewed before the job agreed:
+  /// the later proposal's answer is the one that counts.
+  static constexpr uint64_t superseded = 0;
+  uint64_t serve_from = superseded;
 };
 
 /// A client's own statistics (gradd::fields), sent every second while it is
@@ -175,7 +184,7 @@ typename Inspector::result_type inspect(Inspector& f, compiled_plan& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, agree_request& x) {
   return f(caf::meta::type_name("gradd.agree_request"), x.job, x.attempt, x.local_ranks, x.machine,
-           x.machines, x.key, x.proposal);
+           x.machines, x.key, x.proposal, x.retry);
 }
 
 template <class Inspector>

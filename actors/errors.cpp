@@ -24,6 +24,8 @@ std::string to_string(errc code) {
     case errc::no_agreement: return "no_agreement";
     case errc::cancelled: return "cancelled";
     case errc::timed_out: return "timed_out";
+    case errc::disconnected: return "disconnected";
+    case errc::bad_message: return "bad_message";
   }
   return "unknown";
 }

@@ -29,6 +29,8 @@ enum class errc : uint8_t {
   no_agreement,     ///< the job's machines did not agree through its store
   cancelled,        ///< gradd stops, or reset() dropped the graph
   timed_out,        ///< compile.timeout_ms passed
+  disconnected,     ///< the daemon's connection ended
+  bad_message,      ///< a peer broke the daemon's wire protocol
 };
 
 std::string to_string(errc code);

@@ -50,6 +50,11 @@ public:
   /// once the pipeline stops.
   bool submit(uint64_t graph_id, compiler::graph node_table);
 
+  /// Sends this rank's proposal of the backward index from which graph
+  /// `graph_id`'s held plan serves to the daemon (Note [Agreement across
+  /// ranks]). Never blocks. Thread-safe.
+  void propose(uint64_t graph_id, uint64_t proposal);
+
   /// Waits until every graph submitted before the call has settled, at
   /// most `timeout`: a request to the registry. Thread-safe; not from an
   /// actor of the pipeline's actor system (it blocks).

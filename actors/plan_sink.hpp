@@ -45,12 +45,13 @@ public:
   virtual void drop_pending() = 0;
 
   /// Holds the graph's plan back until agree() (Note [Agreement across
-  /// ranks]) and returns this rank's proposal: its count of the graph's
-  /// backwards plus `lead`. Nothing when the graph is gone.
-  virtual std::optional<uint64_t> hold_for_agreement(uint64_t graph_id, uint64_t lead) = 0;
+  /// ranks]): call before it is published. Its backwards propose when to
+  /// switch through pipeline::propose (the engine's side of the note).
+  virtual void hold_for_agreement(uint64_t graph_id) = 0;
 
-  /// The graph's plan serves from backward `serve_from` on.
-  virtual void agree(uint64_t graph_id, uint64_t serve_from) = 0;
+  /// The graph's plan serves from backward `serve_from` on. False when this
+  /// rank's backwards had passed that index already (it switches late).
+  virtual bool agree(uint64_t graph_id, uint64_t serve_from) = 0;
 };
 
 } // namespace gradd::actors

@@ -70,7 +70,7 @@ void fail(client_pointer self, const caf::error& error) {
 }
 
 void broken(client_pointer self, const std::string& why) {
-  fail(self, make_error(errc::not_welcomed, "gradd daemon: " + why));
+  fail(self, make_error(errc::bad_message, "gradd daemon: " + why));
 }
 
 template <class Request>
@@ -150,7 +150,7 @@ void on_answer(client_pointer self, const frame_header& header, std::string_view
     read = deliver<daemon_status>(request.promise, payload);
   }
   if (!read) {
-    request.promise.deliver(make_error(errc::not_welcomed, "gradd daemon: a malformed answer"));
+    request.promise.deliver(make_error(errc::bad_message, "gradd daemon: a malformed answer"));
     broken(self, "sent a malformed answer");
   }
 }
@@ -198,7 +198,7 @@ caf::behavior wire_client(client_pointer self, caf::io::connection_handle connec
       read_header_next(self);
     },
     [self](const caf::io::connection_closed_msg&) {
-      fail(self, make_error(errc::not_welcomed, "gradd daemon: the connection closed"));
+      fail(self, make_error(errc::disconnected, "the connection closed"));
     },
     [self](client_hello& hello) {
       hello.token.clear();  // the proof stands for it

@@ -5,6 +5,8 @@
 #             once, alone and with a daemon: the job's wall time (every
 #             backward of every rank served by a plan) and compiles in all
 #   rtt       a compile request for a structure the daemon holds (gradd-daemon-rtt)
+#   hostile   bad headers and 300 idle connections: the daemon's memory, what
+#             it closed, and the round trip meanwhile (bench/daemon_hostile.py)
 #   hit_path  gradd-bench --mode both, alone and with a daemon attached
 #   warm      a new daemon on the first one's cache.dir: gradd-bench's first
 #             backward (sync compile) against the stock engine's median
@@ -51,6 +53,7 @@ printf '{"bench": "ranks", "ranks": 8, "alone_s": %.3f, "alone_compiles": %s, "d
   "$alone_s" "$alone_compiles" "$with_s" "$daemon_compiles"
 
 echo "{\"bench\": \"rtt\", $("$build/gradd-daemon-rtt" 2000 | tr -d '{}')}"
+python3 "$(dirname "$0")/daemon_hostile.py" "$daemon_pid" "$build"
 
 for attached in no yes; do
   if [ $attached = no ]; then line=$(env -u GRADD_DAEMON "$build/gradd-bench" --model deep-mlp --mode both)

@@ -4,6 +4,7 @@
 
 #include "compiler/foreign_plan.hpp"
 
+#include "compiler/exec_info.hpp"
 #include "compiler/portable_key.hpp"
 
 #include <algorithm>
@@ -47,11 +48,14 @@ bool known_kinds(const graph& g) {
   });
 }
 
-/// What of a node a plan's schedule reads beyond its structure.
-bool same_schedule_inputs(const graph& a, const graph& b) {
-  for (size_t i = 0; i < a.nodes.size(); ++i)
-    if (a.nodes[i].needed != b.nodes[i].needed
-        || a.nodes[i].inputs.size() != b.nodes[i].inputs.size())
+/// What of a node a plan's schedule reads beyond its structure: which
+/// nodes run (as lowering marks them in `table`) and their input counts.
+bool same_schedule_inputs(const graph& ir, const graph& table) {
+  auto lowered = table;
+  mark_needed_nodes(lowered);
+  for (size_t i = 0; i < ir.nodes.size(); ++i)
+    if (ir.nodes[i].needed != lowered.nodes[i].needed
+        || ir.nodes[i].inputs.size() != lowered.nodes[i].inputs.size())
       return false;
   return true;
 }

@@ -35,6 +35,30 @@ std::vector<value_id> emit_hook(graph& g, uint32_t node, op_kind kind,
 
 } // namespace
 
+std::string check_node_table(const graph& g) {
+  if (g.nodes.empty())
+    return "no nodes";
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const auto& n = g.nodes[i];
+    auto where = "node " + std::to_string(i) + ": ";
+    for (const auto& e : n.edges) {
+      if (e.target == no_node)
+        continue;
+      // The root starts the walk; an edge back to it would run it twice.
+      if (e.target == 0 || e.target >= g.nodes.size())
+        return where + "an edge to node " + std::to_string(e.target);
+      if (e.input_nr >= g.nodes[e.target].inputs.size())
+        return where + "an edge to input " + std::to_string(e.input_nr) + " of node "
+               + std::to_string(e.target);
+    }
+    for (const auto& c : n.captures)
+      if (c.input_nr >= n.inputs.size() || c.output_index >= g.num_outputs)
+        return where + "a capture of input " + std::to_string(c.input_nr) + " into output "
+               + std::to_string(c.output_index);
+  }
+  return {};
+}
+
 void lower_to_node_ops(graph& g) {
   g.ops.clear();
   g.num_values = 1;

@@ -100,8 +100,8 @@ struct settings {
     uint32_t timeout_ms = 15000;       ///< a request (a compile included) gives up after this
     daemon_fallback fallback = daemon_fallback::local;
     uint32_t retry_after_ms = 2000;    ///< a lost daemon is tried again after this
-    /// A rank at the backward it proposed waits this long for the other
-    /// ranks to agree, then serves the plan alone (Note [Agreement across ranks]).
+    /// How long a rank's proposal waits for the job's answer (it proposes again
+    /// meanwhile), and a store exchange's bound (Note [Agreement across ranks]).
     uint32_t agreement_timeout_ms = 10000;
     uint32_t max_clients = 256;        ///< the daemon: connections it welcomes at once
     uint32_t max_requests_per_client = 64;  ///< the daemon: compile requests waiting per client

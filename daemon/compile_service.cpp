@@ -114,6 +114,24 @@ void keep_within_bounds(service_state& s) {
   }
 }
 
+/// Keeps in `next` the running values of the keys a daemon reads once, at
+/// its start (its address, token and wire, its arena); returns the names of
+/// those `next` changed, comma-separated.
+std::string keep_start_only_keys(const settings& running, settings& next) {
+  std::string changed;
+  auto keep = [&](const char* name, auto& value, const auto& old) {
+    if (value == old)
+      return;
+    changed += (changed.empty() ? "" : ", ") + std::string(name);
+    value = old;
+  };
+  keep("compile.threads", next.compile.threads, running.compile.threads);
+  keep("daemon.address", next.daemon.address, running.daemon.address);
+  keep("daemon.token_file", next.daemon.token_file, running.daemon.token_file);
+  keep("daemon.max_message_mb", next.daemon.max_message_mb, running.daemon.max_message_mb);
+  return changed;
+}
+
 void quit_if_drained(service_pointer self) {
   if (!self->state.draining || self->state.counts.in_flight > 0)
     return;
@@ -136,9 +154,16 @@ plan_promise on_compile_request(service_pointer self, actors::compile_request& r
     refuse(self, promise, errc::stopping, "the daemon is stopping", peer);
     return promise;
   }
-  if (request.table.nodes.size() > s.config.daemon.max_nodes) {
+  if (request.table.nodes.size() > s.config.daemon.max_nodes
+      || request.table.num_outputs > s.config.daemon.max_nodes) {
     refuse(self, promise, errc::too_busy,
-           std::to_string(request.table.nodes.size()) + " nodes, over daemon.max_nodes", peer);
+           std::to_string(request.table.nodes.size()) + " nodes and "
+               + std::to_string(request.table.num_outputs) + " outputs, over daemon.max_nodes",
+           peer);
+    return promise;
+  }
+  if (auto why = compiler::check_node_table(request.table); !why.empty()) {
+    refuse(self, promise, errc::compile_failed, "a malformed node table: " + why, peer);
     return promise;
   }
   if (client->second.waiting >= s.config.daemon.max_requests_per_client) {
@@ -247,14 +272,18 @@ void on_compile_finished(service_pointer self, compile_finished& done) {
   quit_if_drained(self);
 }
 
+/// Agreements reached that the service remembers, for proposals renewed
+/// after them; beyond it, one goes (its ranks have long switched).
+constexpr size_t max_agreements_kept = 65536;
+
 /// Answers every rank of agreement `id` that the plan serves from backward
 /// `serve_from` on.
 void settle_agreement(service_pointer self, const agreement_id& id, uint64_t serve_from) {
   auto& s = self->state;
   auto found = s.agreements.find(id);
   auto machines = found->second.machines;
-  for (auto& p : found->second.promises)
-    p.deliver(actors::agreed{serve_from});
+  for (auto& [rank, proposal] : found->second.proposals)
+    proposal.second.deliver(actors::agreed{serve_from});
   s.counts.agreements += 1;
   if (machines > 1)
     s.counts.store_agreements += 1;
@@ -263,6 +292,9 @@ void settle_agreement(service_pointer self, const agreement_id& id, uint64_t ser
              {"ranks_here", uint64_t{found->second.proposals.size()}},
              {"machines", uint64_t{machines}}, {"serve_from", serve_from}});
   s.agreements.erase(found);
+  if (s.agreed.size() >= max_agreements_kept)
+    s.agreed.erase(s.agreed.begin());
+  s.agreed[id] = serve_from;
 }
 
 /// One machine's part of an agreement across machines, on a thread of its
@@ -279,8 +311,8 @@ void store_exchanger(caf::blocking_actor* self, store_round round, agreement_id 
 }
 
 /// A rank's proposal. Once all the job's ranks on this machine proposed for
-/// the key, every one of them hears the largest proposal, of this machine's
-/// or, on several machines, of all (Note [Agreement across ranks]).
+/// the key, every proposal hears the largest of each rank's latest, of this
+/// machine's or, on several machines, of all (Note [Agreement across ranks]).
 caf::typed_response_promise<actors::agreed> on_agree(service_pointer self,
                                                     actors::agree_request& request) {
   auto& s = self->state;
@@ -297,15 +329,24 @@ caf::typed_response_promise<actors::agreed> on_agree(service_pointer self,
     return promise;
   }
   agreement_id id{request.job, request.attempt, request.key};
+  if (auto decided = s.agreed.find(id); decided != s.agreed.end()) {
+    if (request.retry > 0) {
+      promise.deliver(actors::agreed{decided->second});
+      return promise;
+    }
+    s.agreed.erase(decided);  // a first proposal: the structure's plan is new again (a reset)
+  }
   auto& a = s.agreements[id];
-  a.proposals[sender] = request.proposal;
-  a.promises.push_back(promise);
+  auto& latest = a.proposals[sender];
+  if (latest.second.pending())
+    latest.second.deliver(actors::agreed{actors::agreed::superseded});
+  latest = {request.proposal, promise};
   a.machines = request.machines;
   if (a.proposals.size() < request.local_ranks || a.exchanging)
     return promise;
   uint64_t largest = 0;
   for (const auto& [client, proposal] : a.proposals)
-    largest = std::max(largest, proposal);
+    largest = std::max(largest, proposal.first);
   if (request.machines == 1) {
     settle_agreement(self, id, largest);
     return promise;
@@ -325,17 +366,19 @@ caf::typed_response_promise<actors::agreed> on_agree(service_pointer self,
 void on_machines_agreed(service_pointer self, machines_agreed& result) {
   auto& s = self->state;
   auto found = s.agreements.find(result.id);
-  if (found == s.agreements.end() || found->second.exchanging != result.round)
+  bool current = found != s.agreements.end() && found->second.exchanging == result.round;
+  if (!result.serve_from)
+    log_event(s.config.logging.level, log_level::warning, "no_agreement",
+              {{"job", std::get<0>(result.id)}, {"key", hex(std::get<2>(result.id))},
+               {"why", result.error}});
+  if (!current)
     return;  // dropped meanwhile: a rank of it went away
   if (result.serve_from) {
     settle_agreement(self, result.id, *result.serve_from);
     return;
   }
-  log_event(s.config.logging.level, log_level::warning, "no_agreement",
-            {{"job", std::get<0>(result.id)}, {"key", hex(std::get<2>(result.id))},
-             {"why", result.error}});
-  for (auto& p : found->second.promises)
-    p.deliver(make_error(errc::no_agreement, result.error));
+  for (auto& [rank, proposal] : found->second.proposals)
+    proposal.second.deliver(make_error(errc::no_agreement, result.error));
   s.agreements.erase(found);
 }
 
@@ -437,14 +480,15 @@ service_actor::behavior_type compile_service(service_pointer self, settings conf
     [self](machines_agreed& result) { on_machines_agreed(self, result); },
     [self](reload& next) {
       auto& s = self->state;
-      if (next.config.compile.threads != s.config.compile.threads)
+      auto kept = keep_start_only_keys(s.config, next.config);
+      if (!kept.empty())
         log_event(s.config.logging.level, log_level::warning, "reload_partial",
-                  {{"why", "compile.threads takes effect at the next start"}});
-      next.config.compile.threads = s.config.compile.threads;
+                  {{"why", kept + " changed: they take effect at the next start"}});
       s.config = std::move(next.config);
       keep_within_bounds(s);
       log_event(s.config.logging.level, log_level::info, "reloaded", {{"source", s.config.source}});
     },
+    [self](peer_refused) { self->state.counts.refused += 1; },
     [self](drain) {
       self->state.draining = true;
       log_event(self->state.config.logging.level, log_level::info, "draining",

@@ -58,6 +58,10 @@ struct reload {
 /// running, then quit (SIGTERM).
 struct drain {};
 
+/// From the wire (wire_server.hpp): a connection dropped before its client
+/// was welcomed, counted with the refusals.
+struct peer_refused {};
+
 } // namespace gradd::daemon
 
 // Messages within the daemon's process only: never serialized.
@@ -65,12 +69,13 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradd::daemon::compile_finished)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradd::daemon::machines_agreed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradd::daemon::reload)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradd::daemon::drain)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradd::daemon::peer_refused)
 
 namespace gradd::daemon {
 
 using service_actor = actors::daemon_actor::extend<
     caf::reacts_to<compile_finished>, caf::reacts_to<machines_agreed>, caf::reacts_to<reload>,
-    caf::reacts_to<drain>>;
+    caf::reacts_to<drain>, caf::reacts_to<peer_refused>>;
 
 struct service_state {
   static inline const char* name = "gradd.daemon";
@@ -96,8 +101,9 @@ struct service_state {
   /// The proposals of one job's ranks on this machine for one structure,
   /// until all came and, on several machines, the store exchange answered.
   struct agreement {
-    std::map<caf::actor_addr, uint64_t> proposals;
-    std::vector<caf::typed_response_promise<actors::agreed>> promises;
+    /// Each rank's latest proposal, and the promise of its answer.
+    std::map<caf::actor_addr, std::pair<uint64_t, caf::typed_response_promise<actors::agreed>>>
+        proposals;
     uint32_t machines = 1;               ///< the job's, as its ranks say
     std::optional<uint64_t> exchanging;  ///< the round in the job's store
   };
@@ -110,6 +116,9 @@ struct service_state {
   std::unordered_map<uint64_t, entry> entries;
   std::list<uint64_t> recency;  ///< keys of compiled entries, least recently used first
   std::map<agreement_id, agreement> agreements;
+  /// Agreements reached: a rank's proposal renewed after the answer (it
+  /// crossed the answer on its way) hears the same index.
+  std::map<agreement_id, uint64_t> agreed;
   std::map<agreement_id, uint64_t> store_rounds;  ///< exchanges begun per agreement id
   std::vector<actors::compile_listener> listeners;
   actors::daemon_status counts;

@@ -167,8 +167,7 @@ int run_daemon(const options& o) {
   tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, threads + 1);
   tbb::task_arena arena(threads, 0);
   auto service = system.spawn(daemon::compile_service, config, token, &arena);
-  auto wire = daemon::serve_wire(system, *listen, caf::actor_cast<actors::daemon_actor>(service),
-                                 token, config);
+  auto wire = daemon::serve_wire(system, *listen, service, token, config);
   if (!wire) {
     std::cerr << "gradd daemon: cannot listen on " << to_string(*listen) << ": "
               << system.render(wire.error()) << "\n";
@@ -200,6 +199,8 @@ int run_daemon(const options& o) {
     try {
       auto next = load_settings(o.config);
       check_usable(next);
+      if (!o.address.empty())
+        next.daemon.address = o.address;  // as at the start
       config.logging = next.logging;
       caf::anon_send(service, daemon::reload{std::move(next)});
     } catch (const config_error& e) {

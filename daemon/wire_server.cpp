@@ -24,7 +24,7 @@ using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 
 /// What every session of one listener shares.
 struct session_setup {
-  daemon_actor service;
+  service_actor service;
   std::string token;
   size_t max_bytes = 0;
   log_level logging = log_level::warning;
@@ -65,6 +65,7 @@ void drop(session_pointer self, errc code, const std::string& why) {
   s.ended = true;
   log_event(s.setup.logging, log_level::warning, "connection_dropped",
             {{"peer", s.peer}, {"code", to_string(code)}, {"why", why}});
+  self->send(s.setup.service, peer_refused{});
   write(self, frame(frame_kind::refusal, 0,
                     payload_of(wire_refusal{static_cast<uint8_t>(code), why})));
   self->quit();
@@ -88,7 +89,7 @@ template <class Answer, class Request>
 void ask(session_pointer self, uint64_t id, frame_kind answer, std::string_view payload) {
   Request request;
   if (!read_payload(payload, request))
-    return drop(self, errc::not_welcomed, "a request that does not parse");
+    return drop(self, errc::bad_message, "a request that does not parse");
   if constexpr (std::is_same_v<Request, client_hello> || std::is_same_v<Request, status_request>)
     request.token = self->state.setup.token;  // the proof stood for it
   self->request(self->state.setup.service, caf::infinite, std::move(request))
@@ -123,12 +124,12 @@ void on_frame(session_pointer self, const frame_header& header, std::string_view
     case frame_kind::report: {
       client_report report;
       if (!read_payload(payload, report))
-        return drop(self, errc::not_welcomed, "a report that does not parse");
+        return drop(self, errc::bad_message, "a report that does not parse");
       self->send(s.setup.service, std::move(report));
       return;
     }
     default:
-      return drop(self, errc::not_welcomed, "a frame a client does not send");
+      return drop(self, errc::bad_message, "a frame a client does not send");
   }
 }
 
@@ -154,7 +155,7 @@ caf::behavior wire_session(session_pointer self, caf::io::connection_handle conn
         auto header = read_header(msg.buf.data());
         auto limit = s.proven ? s.setup.max_bytes : size_t{handshake_frame_bytes};
         if (!header)
-          return drop(self, errc::not_welcomed, "not a frame of " + std::string(wire_protocol));
+          return drop(self, errc::bad_message, "not a frame of " + std::string(wire_protocol));
         if (header->size > limit)
           return drop(self, errc::too_busy,
                       "a frame of " + std::to_string(header->size) + " bytes, over "
@@ -220,7 +221,7 @@ caf::behavior wire_server(server_pointer self, caf::io::doorman_ptr doorman,
 } // namespace
 
 caf::expected<wire_listener> serve_wire(caf::actor_system& system, const daemon_address& where,
-                                        daemon_actor service, std::string token,
+                                        service_actor service, std::string token,
                                         const settings& config) {
   auto& middleman = system.middleman();
   auto doorman = middleman.backend().new_tcp_doorman(where.port, where.host.c_str(), true);

@@ -9,10 +9,11 @@
 // knows each connection as one client. Connections that have not finished
 // the handshake are capped (max_handshakes); beyond the cap a new one is
 // closed at once. A peer that breaks the protocol is logged and dropped;
-// the daemon serves everyone else.
+// the daemon serves everyone else. Each dropped connection counts
+// with the service's refusals.
 
-#include "actors/daemon_protocol.hpp"
 #include "config/daemon_address.hpp"
+#include "daemon/compile_service.hpp"
 
 #include <caf/actor.hpp>
 #include <caf/expected.hpp>
@@ -41,7 +42,7 @@ struct wire_listener {
 
 /// Listens on `where` for clients of `service`, which holds `token`.
 caf::expected<wire_listener> serve_wire(caf::actor_system& system, const daemon_address& where,
-                                        actors::daemon_actor service, std::string token,
+                                        service_actor service, std::string token,
                                         const settings& config);
 
 } // namespace gradd::daemon

@@ -4,16 +4,18 @@
 //
 //   gradd_rank POLICY BACKWARDS
 //
-// Under the policy file POLICY, runs BACKWARDS backwards of each of three
-// structures (chains of 1, 2 and 3 tanh layers), each one's gradients
-// compared with the stock engine's for the same step, bitwise. Prints who
-// served each backward, per structure the first backward a plan served,
-// and the statistics:
+// Under the policy file POLICY, runs BACKWARDS steps of one backward of each
+// of three structures (chains of 1, 2 and 3 tanh layers), each one's
+// gradients compared with the stock engine's for the same step, bitwise.
+// Prints who served each backward, per structure the first step a plan
+// served, the longest backward (gradd's, the stock engine's) and the
+// statistics:
 //
 //   rank 0 structure 0 backward 0: plan, gradients equal the stock engine's
 //   ...
 //   structure=0 first_plan=0 plans=4
 //   ...
+//   longest_ms=2.1 longest_stock_ms=1.9
 //   backwards=12 plan_backwards=12 ... daemon_plans=3 daemon_fallbacks=0
 //
 // Exit status: 0 when every gradient equalled the stock engine's, 1 if one
@@ -23,6 +25,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -73,34 +77,46 @@ int main(int argc, char** argv) {
   int backwards = std::atoi(argv[2]);
   const char* rank = std::getenv("RANK");
   gradd::enable(std::string(argv[1]));
+  std::vector<chain> models;
+  for (int layers = 1; layers <= 3; ++layers)
+    models.emplace_back(layers);
+  std::vector<int> first_plan(models.size(), -1), plans(models.size(), 0);
+  std::chrono::duration<double, std::milli> longest{0}, longest_stock{0};
   bool equal = true;
-  for (int layers = 1; layers <= 3; ++layers) {
-    chain model(layers);
-    int first_plan = -1;
-    int plans = 0;
-    for (int step = 0; step < backwards; ++step) {
+  // Step by step, one backward of each structure, as a training loop of
+  // three models would.
+  for (int step = 0; step < backwards; ++step) {
+    for (size_t m = 0; m < models.size(); ++m) {
       std::vector<torch::Tensor> stock;
+      auto start = std::chrono::steady_clock::now();
       {
         gradd::disable_guard off;
-        stock = model.backward(step);
+        stock = models[m].backward(step);
       }
+      auto middle = std::chrono::steady_clock::now();
       auto before = gradd::stats().plan_backwards;
-      auto ours = model.backward(step);
+      auto ours = models[m].backward(step);
+      using ms = std::chrono::duration<double, std::milli>;
+      longest_stock = std::max(longest_stock, ms(middle - start));
+      longest = std::max(longest, ms(std::chrono::steady_clock::now() - middle));
       bool by_plan = gradd::stats().plan_backwards > before;
       if (by_plan) {
-        plans += 1;
-        if (first_plan < 0)
-          first_plan = step;
+        plans[m] += 1;
+        if (first_plan[m] < 0)
+          first_plan[m] = step;
       }
       bool same = bitwise_equal(stock, ours);
       equal = equal && same;
-      std::cout << "rank " << (rank ? rank : "-") << " structure " << layers - 1 << " backward "
-                << step << ": " << (by_plan ? "plan" : "stock engine") << ", gradients "
-                << (same ? "equal" : "DIFFER FROM") << " the stock engine's" << std::endl;
+      std::cout << "rank " << (rank ? rank : "-") << " structure " << m << " backward " << step
+                << ": " << (by_plan ? "plan" : "stock engine") << ", gradients "
+                << (same ? "equal" : "DIFFER FROM") << " the stock engine's\n";
     }
-    std::cout << "structure=" << layers - 1 << " first_plan=" << first_plan << " plans=" << plans
-              << std::endl;
   }
+  for (size_t m = 0; m < models.size(); ++m)
+    std::cout << "structure=" << m << " first_plan=" << first_plan[m] << " plans=" << plans[m]
+              << "\n";
+  std::cout << "longest_ms=" << longest.count() << " longest_stock_ms=" << longest_stock.count()
+            << "\n";
   std::cout << gradd::stats() << std::endl;
   gradd::disable();
   return equal ? 0 : 1;

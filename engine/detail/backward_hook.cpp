@@ -37,10 +37,20 @@
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <thread>
 
 namespace gradd::engine::detail {
 
 namespace {
+
+/// A backward woken from its wait for a compile because the process exits:
+/// the stock engine must not run while libtorch's statics are destroyed
+/// (it crashed in getAccelerator), so the thread stays here until the
+/// process has ended, as a thread blocked in a backward does.
+[[noreturn]] void park_until_exit() {
+  for (;;)
+    std::this_thread::sleep_for(std::chrono::hours(1));
+}
 
 using torch::autograd::variable_list;
 
@@ -133,8 +143,11 @@ private:
     if (!record)  // another thread claimed it a moment ago
       record = find().blocked;
     if (record && record->state.load() == graph_state::pending
-        && config_.compile.mode == compile_mode::sync)
+        && config_.compile.mode == compile_mode::sync) {
       record->wait_settled(std::chrono::milliseconds(config_.compile.timeout_ms));
+      if (state_.exiting())
+        park_until_exit();
+    }
     if (record && record->state.load() != graph_state::failed && due(*record)
         && record->state.load(std::memory_order_acquire) == graph_state::ready && fits(*record))
       return run(*record);
@@ -153,22 +166,15 @@ private:
         return true;
     }
     auto index = r.seen.fetch_add(1, std::memory_order_relaxed);
-    if (r.serve_from.load() == graph_record::not_agreed && index >= r.proposal.load()) {
-      // At the index it proposed, the rank waits for the agreement, and for
-      // the plan's publication that follows it.
-      auto timeout = std::chrono::milliseconds(config_.daemon.agreement_timeout_ms);
-      auto until = std::chrono::steady_clock::now() + timeout;
-      if (!r.wait_agreed(timeout)) {
-        log(config_.logging.level, log_level::warning,
-            "graph " + std::to_string(r.id) + ": the ranks did not agree within "
-                "daemon.agreement_timeout_ms; its plan serves this rank from backward "
-                + std::to_string(index) + " on");
-        r.agree(index);
-      }
-      r.wait_settled(std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::max(until - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration{})));
-    }
-    return index >= r.serve_from.load();
+    auto from = r.serve_from.load();
+    if (from != graph_record::not_agreed)
+      return index >= from;
+    // Held for an agreement: the stock engine serves, nothing waits, and
+    // once the plan is published this backward may propose (again).
+    if (r.state.load(std::memory_order_acquire) == graph_state::ready)
+      if (auto proposal = r.propose_at(index))
+        state_.propose(r.id, *proposal);
+    return false;
   }
 
   bool fits(const graph_record& r) const {

@@ -100,6 +100,7 @@ void engine_state::stop() {
 }
 
 void engine_state::drain_at_exit(std::chrono::milliseconds grace) {
+  exiting_.store(true);  // before the drain wakes the backwards waiting for compiles
   auto until = std::chrono::steady_clock::now() + grace;
   {
     std::shared_lock lock(pipeline_mutex_);
@@ -112,6 +113,12 @@ void engine_state::drain_at_exit(std::chrono::milliseconds grace) {
 bool engine_state::submit(uint64_t graph_id, compiler::graph node_table) {
   std::shared_lock lock(pipeline_mutex_);
   return pipeline_ && pipeline_->submit(graph_id, std::move(node_table));
+}
+
+void engine_state::propose(uint64_t graph_id, uint64_t proposal) {
+  std::shared_lock lock(pipeline_mutex_);
+  if (pipeline_)
+    pipeline_->propose(graph_id, proposal);
 }
 
 bool engine_state::wait_idle(std::chrono::milliseconds timeout) {

@@ -74,8 +74,15 @@ public:
   /// `grace` for them, without touching an actor (CAF's statics may be gone).
   void drain_at_exit(std::chrono::milliseconds grace);
 
+  /// Whether the process has begun to exit (drain_at_exit).
+  bool exiting() const noexcept { return exiting_.load(); }
+
   /// Sends a captured graph to the pipeline; false if none is running.
   bool submit(uint64_t graph_id, compiler::graph node_table);
+
+  /// Sends this rank's proposal of when graph `graph_id` switches to its
+  /// plan to the pipeline's daemon link (Note [Agreement across ranks]).
+  void propose(uint64_t graph_id, uint64_t proposal);
 
   /// Waits for the pipeline to go idle; true if there is none. Does not
   /// hold up a concurrent stop.
@@ -101,6 +108,7 @@ private:
   std::atomic<std::shared_ptr<const serving_policy>> policy_{
       std::make_shared<const serving_policy>(std::make_shared<const settings>())};
   std::atomic<uint32_t> warned_reasons_{0};
+  std::atomic<bool> exiting_{false};
   mutable std::shared_mutex pipeline_mutex_;
   std::shared_ptr<actors::pipeline> pipeline_;
   std::shared_ptr<const settings> pipeline_settings_;  ///< what pipeline_ was built for

@@ -17,14 +17,39 @@ void graph_record::notify_settled() {
   settled_.notify_all();
 }
 
-void graph_record::agree(uint64_t index) {
-  serve_from.store(index);
-  notify_settled();
+void graph_record::hold_for_agreement() {
+  proposal.store(0);
+  renew_at.store(0);
+  proposed_ns.store(0);
+  serve_from.store(not_agreed);
 }
 
-bool graph_record::wait_agreed(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(settle_mutex_);
-  return settled_.wait_for(lock, timeout, [&] { return serve_from.load() != not_agreed; });
+std::optional<uint64_t> graph_record::propose_at(uint64_t index) {
+  auto due = renew_at.load();
+  if (index < due)
+    return std::nullopt;
+  // UINT64_MAX while this backward proposes: the others pass by.
+  if (!renew_at.compare_exchange_strong(due, UINT64_MAX))
+    return std::nullopt;
+  auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+  auto last_ns = proposed_ns.exchange(now);
+  auto last_index = proposed_index.exchange(index);
+  auto lead = agreement_lead;
+  if (last_ns != 0 && now > last_ns && index > last_index) {
+    auto horizon = std::chrono::nanoseconds(agreement_horizon).count();
+    auto per_horizon = static_cast<double>(index - last_index) * horizon / (now - last_ns);
+    lead = std::max(lead, static_cast<uint64_t>(per_horizon) + 1);
+  }
+  auto next = index + 2 * lead;
+  proposal.store(next);
+  renew_at.store(index + lead);
+  return next;
+}
+
+bool graph_record::agree(uint64_t index) {
+  auto held = not_agreed;
+  serve_from.compare_exchange_strong(held, index);
+  return seen.load() <= index;
 }
 
 plan_table::lookup plan_table::find(const structural_key& key,
@@ -192,23 +217,15 @@ void plan_table::drop(graph_record& r) {
 
 void plan_table::clear() {
   std::vector<std::shared_ptr<graph_record>> dropped;
-  std::vector<std::shared_ptr<graph_record>> agreeing;
   {
     std::unique_lock lock(mutex_);
-    for (const auto& [id, r] : by_id_) {
+    for (const auto& [id, r] : by_id_)
       if (r->state.load() == graph_state::pending)
         dropped.push_back(r);
-      if (r->serve_from.load() == graph_record::not_agreed)
-        agreeing.push_back(r);
-    }
     by_key_.clear();
     by_id_.clear();
   }
   abandon(dropped);
-  // Their agreement will not reach them any more: a backward waiting for it
-  // goes on alone at once.
-  for (const auto& r : agreeing)
-    r->agree(r->proposal.load());
 }
 
 size_t plan_table::plans() const {

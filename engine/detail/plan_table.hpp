@@ -53,24 +53,40 @@ struct graph_record {
   // structure, so that hooks that launch collectives (DDP's) fire in the
   // same order on every rank. Each backward of the structure takes the next
   // index from `seen`; the plan serves from index `serve_from` on. A rank
-  // that got its plan proposes an index (`proposal`) and does not serve the
-  // plan until the daemon has told the agreed one; at its own proposal it
-  // waits for it (daemon.agreement_timeout_ms, then it serves alone).
-  // 0 means no agreement: proposals are counts plus 2, never 0.
+  // whose plan is held for an agreement serves the stock engine and never
+  // waits: once the plan is published, a backward proposes its index plus
+  // twice a lead (through the daemon link), and proposes again once the
+  // backwards have come within one lead of that, until the daemon's answer,
+  // the largest of every rank's latest proposal, sets `serve_from`. So every
+  // rank's latest proposal is at least a lead ahead of it, which is the
+  // time the answer has to reach it: the backwards of agreement_horizon at
+  // the rate since the last proposal, at least agreement_lead. 0 means no
+  // agreement: proposals are never 0.
   static constexpr uint64_t not_agreed = UINT64_MAX;
+  static constexpr uint64_t agreement_lead = 4;
+  static constexpr std::chrono::milliseconds agreement_horizon{100};
   std::atomic<uint64_t> seen{0};        ///< backwards of this structure, while they matter
   std::atomic<uint64_t> serve_from{0};  ///< 0: at once; not_agreed while the ranks agree
-  std::atomic<uint64_t> proposal{0};
+  std::atomic<uint64_t> proposal{0};    ///< this rank's latest; 0 before the first
+  std::atomic<uint64_t> renew_at{0};    ///< the backward that proposes again
+  std::atomic<uint64_t> proposed_index{0};  ///< the backward that proposed last
+  std::atomic<int64_t> proposed_ns{0};      ///< and when (steady clock)
 
   /// Waits until the record leaves `pending`, at most `timeout`.
   bool wait_settled(std::chrono::milliseconds timeout);
   /// Wakes wait_settled; call after changing `state`.
   void notify_settled();
 
-  /// Sets the index the plan serves from, and wakes wait_agreed.
-  void agree(uint64_t index);
-  /// Waits until `serve_from` is known, at most `timeout`.
-  bool wait_agreed(std::chrono::milliseconds timeout);
+  /// Holds the plan back until agree(): the stock engine serves meanwhile.
+  void hold_for_agreement();
+  /// While the plan is held: the proposal backward `index` makes, if it is
+  /// the one to propose (again); stored as the latest.
+  std::optional<uint64_t> propose_at(uint64_t index);
+  /// The plan serves from backward `index` on; the first answer holds (a
+  /// rank hears the same index for each proposal it made). False when this
+  /// rank's backwards had already passed `index`: it switches later than
+  /// the others.
+  bool agree(uint64_t index);
 
 private:
   std::mutex settle_mutex_;

@@ -44,19 +44,14 @@ void table_sink::drop_pending() {
   table_.drop_pending();
 }
 
-std::optional<uint64_t> table_sink::hold_for_agreement(uint64_t graph_id, uint64_t lead) {
-  auto record = table_.record(graph_id);
-  if (!record)
-    return std::nullopt;
-  auto proposal = record->seen.load() + lead;
-  record->proposal.store(proposal);
-  record->serve_from.store(graph_record::not_agreed);
-  return proposal;
+void table_sink::hold_for_agreement(uint64_t graph_id) {
+  if (auto record = table_.record(graph_id))
+    record->hold_for_agreement();
 }
 
-void table_sink::agree(uint64_t graph_id, uint64_t serve_from) {
-  if (auto record = table_.record(graph_id))
-    record->agree(serve_from);
+bool table_sink::agree(uint64_t graph_id, uint64_t serve_from) {
+  auto record = table_.record(graph_id);
+  return !record || record->agree(serve_from);
 }
 
 } // namespace gradd::engine::detail

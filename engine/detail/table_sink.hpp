@@ -18,8 +18,8 @@ public:
   void fail(uint64_t graph_id, time_point retry_at) override;
   void drop(uint64_t graph_id) override;
   void drop_pending() override;
-  std::optional<uint64_t> hold_for_agreement(uint64_t graph_id, uint64_t lead) override;
-  void agree(uint64_t graph_id, uint64_t serve_from) override;
+  void hold_for_agreement(uint64_t graph_id) override;
+  bool agree(uint64_t graph_id, uint64_t serve_from) override;
 
 private:
   plan_table& table_;

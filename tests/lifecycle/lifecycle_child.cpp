@@ -124,6 +124,22 @@ const std::map<std::string, std::function<int()>>& scenarios() {
          std::cout << gradd::stats() << std::endl;
          return 0;
        }},
+      // Threads wait in sync backwards for a compile that would take a
+      // minute when the process exits: they must not run the stock engine
+      // while libtorch's statics go (they did, and crashed in getAccelerator).
+      {"exit_while_threads_wait_for_a_sync_compile",
+       [] {
+         auto s = slow_compiles();
+         s.compile.mode = gradd::compile_mode::sync;
+         gradd::enable(s);
+         for (int i = 0; i < 4; ++i)
+           std::thread(one_backward).detach();
+         while (gradd::stats().compiles_in_flight == 0)
+           std::this_thread::yield();
+         std::this_thread::sleep_for(std::chrono::milliseconds(100));  // all of them waiting
+         std::cout << "waiting=" << gradd::stats().cache_misses << std::endl;
+         return 0;
+       }},
       {"stock_backwards_through_exit",
        [] {
          backwards_on_a_detached_thread();

@@ -30,6 +30,7 @@ TEST_CASE("gradd leaves the process in every order of exit and threads", "[lifec
       {"guards_on_several_threads", 0, "enabled=0"},
       {"disable_while_backwards_run", 0, "enabled=0"},
       {"exit_while_disabled_after_use", 0, ""},
+      {"exit_while_threads_wait_for_a_sync_compile", 0, "waiting="},
   };
   for (const auto& s : scenarios) {
     INFO("scenario " << s.name);
