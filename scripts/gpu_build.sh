@@ -10,7 +10,7 @@ deps=$PWD/.deps/root
 python=${PYTHON:-/opt/torch/.venv/bin/python}
 export LD_LIBRARY_PATH=$deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DPython3_EXECUTABLE="$python" -DCAF_ROOT="$deps" \
+  -DPython3_EXECUTABLE="$python" -DCAF_ROOT="$deps" -DOPENSSL_ROOT_DIR="$deps/usr" \
   -DCMAKE_PREFIX_PATH="$deps/usr;$deps/usr/lib/x86_64-linux-gnu/cmake" \
   -DCMAKE_BUILD_RPATH="$deps/usr/lib/x86_64-linux-gnu" >/dev/null
 cmake --build "$build" -j "$(nproc)"

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(libcaf-dev libcaf-core0.17 libcaf-io0.17 libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 libhwloc15
-          libyaml-cpp-dev libyaml-cpp0.7 catch2)
+          libyaml-cpp-dev libyaml-cpp0.7 catch2 libssl-dev libssl3)
 rm -rf .deps && mkdir -p .deps/debs .deps/root
 (cd .deps/debs && apt-get download "${packages[@]}" >/dev/null)
 for deb in .deps/debs/*.deb; do dpkg -x "$deb" .deps/root; done

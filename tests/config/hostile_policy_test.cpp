@@ -14,7 +14,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <future>
+#include <iterator>
+#include <random>
 
 using gradd::test::policy_file;
 using gradd::test::scratch_folder;
@@ -192,4 +195,41 @@ TEST_CASE("a policy at a UTF-8 path loads", "[config]") {
   auto path = scratch_folder() / "politique-café.yaml";
   std::ofstream(path) << "cache:\n  max_plans: 7\n";
   CHECK(gradd::load_settings(path.string()).cache.max_plans == 7);
+}
+
+TEST_CASE("fuzzed policies: each one loads, or is a config_error naming its file",
+          "[config][fuzz]") {
+  std::ifstream in(std::string(GRADD_SOURCE_DIR) + "/config/gradd.example.yaml");
+  std::string example((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE(!example.empty());
+  // YAML's own characters, where a flip is likeliest to reach a parser path.
+  const std::string specials = "[]{}:,&*!|>'\"%@`#-?\t\n\r\\";
+  std::mt19937 random(23);
+  int loaded = 0, refused = 0;
+  for (int i = 0; i < 2000; ++i) {
+    auto text = example;
+    for (int edits = 1 + random() % 3; edits > 0; --edits) {
+      auto at = random() % text.size();
+      switch (random() % 4) {
+        case 0: text[at] = specials[random() % specials.size()]; break;
+        case 1: text[at] = static_cast<char>(random()); break;
+        case 2: text.insert(at, 1 + random() % 8, specials[random() % specials.size()]); break;
+        default: text.resize(at + 1);
+      }
+    }
+    auto path = policy_file(text);
+    auto o = load(path);
+    INFO("mutation " << i << ":\n" << text);
+    INFO(o.what);
+    if (o.what == "no error") {
+      ++loaded;
+      continue;
+    }
+    REQUIRE(o.config_error);  // nothing else escapes load_settings
+    CHECK(o.file == path);
+    ++refused;
+  }
+  INFO(loaded << " loaded, " << refused << " refused");
+  CHECK(loaded > 0);
+  CHECK(refused > 0);
 }

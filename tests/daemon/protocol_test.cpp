@@ -169,6 +169,25 @@ TEST_CASE("the daemon refuses what breaks its rules, as gradd errors, and keeps 
   CHECK(daemon.status("refused") >= 4);
 }
 
+TEST_CASE("the daemon's status counts its clients and the compiles running", "[daemon]") {
+  case_folder folder;
+  test_daemon daemon(folder, "compile:\n  delay_ms: 1500\n");
+  auto token = gradd::read_token(daemon.token_file());
+  CHECK(daemon.status("clients") == 0);
+  {
+    raw_client first(daemon), second(daemon);
+    caf::scoped_actor self{*first.system};
+    REQUIRE(first.ask<gradd::actors::daemon_welcome>(self, hello_with(token)));
+    REQUIRE(second.ask<gradd::actors::daemon_welcome>(self, hello_with(token)));
+    CHECK(daemon.status("clients") == 2);
+    self->send(first.daemon, gradd::actors::compile_request{"default", chain_table(2, "Slow")});
+    std::this_thread::sleep_for(300ms);
+    CHECK(daemon.status("in_flight") == 1);  // its compile waits out delay_ms
+  }
+  std::this_thread::sleep_for(300ms);  // the connections' ends reach the daemon
+  CHECK(daemon.status("clients") == 0);
+}
+
 TEST_CASE("the daemon holds at most cache.max_plans plans, so its memory stays flat however "
           "many structures it serves",
           "[daemon]") {
