@@ -3,10 +3,12 @@
 
 Against the daemon at $GRADD_DAEMON (pid DAEMON_PID): four 32-byte BASP
 client_handshake headers, four frame headers declaring 4 GiB, then 300
-connections that never say anything, held open while gradd-daemon-rtt
-measures the round trip of a legitimate client. Reports the daemon's
-resident memory before and after, how many of the bad connections it
-closed, and the round trip meanwhile.
+connections that never say anything, opened while gradd-daemon-rtt (a
+client connected before them) measures its round trip. Reports the
+daemon's resident memory before, during and after, how many of the bad
+connections it closed, the connected client's round trip meanwhile, and
+how long a new client (gradd status) waits to be served while the idle
+connections fill the handshake's slots.
 
   bench/daemon_hostile.py DAEMON_PID BUILD_DIR
 """
@@ -52,11 +54,17 @@ def main():
         closed += closed_within(sock, 2.0)
         sock.close()
 
+    rtt_run = subprocess.Popen([f"{build}/gradd-daemon-rtt", "10000"], stdout=subprocess.PIPE,
+                               text=True)
+    time.sleep(0.5)  # connected and welcomed
     idle = [socket.create_connection(address) for _ in range(300)]
     time.sleep(0.2)
     during = resident_kib(pid)
-    rtt = json.loads(subprocess.run([f"{build}/gradd-daemon-rtt", "500"], check=True,
-                                    capture_output=True, text=True).stdout)
+    start = time.monotonic()
+    while subprocess.run([f"{build}/gradd", "status"], capture_output=True).returncode != 0:
+        time.sleep(0.05)
+    new_client_wait = time.monotonic() - start
+    rtt = json.loads(rtt_run.communicate()[0])
     idle_closed = sum(closed_within(sock, 4.0) for sock in idle)
     for sock in idle:
         sock.close()
@@ -67,6 +75,7 @@ def main():
                       "idle_closed": f"{idle_closed} of 300",
                       "rtt_median_us_with_300_idle": rtt["median_us"],
                       "rtt_p99_us_with_300_idle": rtt["p99_us"],
+                      "new_client_served_after_s": round(new_client_wait, 2),
                       "alive": os.path.exists(f"/proc/{pid}")}))
 
 

@@ -8,9 +8,15 @@ incrementally, runs the suite (stopping at its first failure) and restores
 the files. A mutation the suite does not fail on is reported as MISSED and
 makes the script exit 1.
 
-  scripts/mutation_check.py [--scratch DIR] [--only NAME ...]
+  scripts/mutation_check.py [--scratch DIR | --in-place] [--only NAME ...]
 
-Slow (one incremental build and a suite run per mutation: about 1-2 min
+A mutation may name the Catch2 test spec that must catch it (the tests of
+what it breaks); without one the whole suite runs. --in-place mutates this
+tree and builds in its `build` folder instead of a copy (no full build
+first; nothing else may build or edit the tree meanwhile; each file is
+restored after its run).
+
+Slow (one incremental build and a test run per mutation: about 1-2 min
 each on 2 cores), so not part of CI. Run it before resolving an issue that
 touches the engine or the compiler, and put its table in the issue note.
 """
@@ -22,7 +28,7 @@ import subprocess
 import sys
 import time
 
-# name, why it must be caught, [(file, text, replacement), ...]
+# name, why it must be caught, [(file, text, replacement), ...][, test spec]
 MUTATIONS = [
     ("hit_runs_stock_engine", "a cache hit served by the stock engine, counters unchanged",
      [("engine/detail/backward_hook.cpp",
@@ -95,6 +101,99 @@ MUTATIONS = [
      [("engine/detail/backward_hook.cpp",
        "    } else if (config_.compile.mode == compile_mode::sync) {",
        "    } else if (true) {")]),
+    # The daemon's wire (daemon/wire_server.cpp, actors/wire_client.cpp).
+    ("wire_proof_unchecked", "the daemon welcomes a peer whose proof is of another token",
+     [("daemon/wire_server.cpp",
+       "      || !same_bytes(proof.mac, client_mac(s.setup.token, s.daemon_nonce, proof.nonce)))",
+       "      || false)")], "[wire]"),
+    ("wire_nonce_fixed", "the daemon's challenge is the same on every connection (proofs replay)",
+     [("daemon/wire_server.cpp", "  s.daemon_nonce = random_bytes(nonce_bytes);",
+       "  s.daemon_nonce = std::string(nonce_bytes, 'd');")], "[wire]"),
+    ("wire_nonce_length_unchecked", "a proof over a short client nonce is taken",
+     [("daemon/wire_server.cpp", "  if (!read_payload(payload, proof) || proof.nonce.size() != nonce_bytes",
+       "  if (!read_payload(payload, proof)")], "[wire]"),
+    ("wire_requests_before_proof", "the daemon serves requests before the proof",
+     [("daemon/wire_server.cpp",
+       "    if (header.kind != frame_kind::proof)\n      return drop(self, errc::not_welcomed, \"a request before the proof\");\n    return on_proof(self, payload);",
+       "    if (header.kind == frame_kind::proof)\n      return on_proof(self, payload);")], "[wire]"),
+    ("wire_handshake_bound_ignored", "frames before the proof may be as large as after it",
+     [("daemon/wire_server.cpp",
+       "        auto limit = s.proven ? s.setup.max_bytes : size_t{handshake_frame_bytes};",
+       "        auto limit = s.setup.max_bytes;")], "[wire]"),
+    ("wire_message_bound_ignored", "a proven peer's frame has no bound",
+     [("daemon/wire_server.cpp",
+       "        auto limit = s.proven ? s.setup.max_bytes : size_t{handshake_frame_bytes};",
+       "        auto limit = s.proven ? SIZE_MAX : size_t{handshake_frame_bytes};")], "[wire]"),
+    ("wire_handshake_cap_ignored", "connections in their handshake are not capped",
+     [("daemon/wire_server.cpp", "      if (s.handshaking.size() >= max_handshakes) {",
+       "      if (false) {")], "[wire]"),
+    ("wire_handshake_deadline_ignored", "a connection that never proves the token stays open",
+     [("daemon/wire_server.cpp",
+       "      if (!self->state.proven)\n        drop(self, errc::not_welcomed,",
+       "      if (false)\n        drop(self, errc::not_welcomed,")], "[wire]"),
+    ("wire_drops_not_counted", "connections the wire drops are not counted as refusals",
+     [("daemon/wire_server.cpp", "  self->send(s.setup.service, peer_refused{});\n", "")], "[wire]"),
+    ("wire_client_trusts_any_daemon", "a client believes a daemon that cannot prove the token",
+     [("actors/wire_client.cpp",
+       "      || !same_bytes(proof.mac, daemon_mac(s.token, s.daemon_nonce, s.client_nonce)))",
+       "      || false)")], "[wire]"),
+    ("wire_client_answers_before_proof", "a client delivers an answer that came before the daemon's proof",
+     [("actors/wire_client.cpp",
+       "  if (!s.proven)\n    return broken(self, \"answered before proving it holds the token\");\n", "")],
+     "[wire]"),
+    ("wire_token_sent", "the client sends the token in its hello",
+     [("actors/wire_client.cpp", "      hello.token.clear();  // the proof stands for it\n", "")],
+     "[wire]"),
+    # Plan files and plans from elsewhere.
+    ("plan_checksum_unchecked", "a plan file whose checksum fails is read",
+     [("actors/plan_store.cpp",
+       "  if (!same_bytes(as_bytes(sha256(body)), std::string_view(*bytes).substr(head.size(), sum.size()))) {",
+       "  if (false) {")], "[cache]"),
+    ("plan_header_unchecked", "a plan file of another version is read",
+     [("actors/plan_store.cpp",
+       "bytes->compare(0, head.size(), head) != 0) {", "false) {")], "[cache]"),
+    ("plan_links_followed", "a link named as a plan file is followed",
+     [("actors/plan_store.cpp", "O_RDONLY | O_NOFOLLOW | O_NONBLOCK", "O_RDONLY | O_NONBLOCK")],
+     "[cache]"),
+    ("plan_size_unbounded", "a plan file over daemon.max_message_mb is read",
+     [("actors/plan_store.cpp", "  else if (static_cast<uint64_t>(info.st_size) > max_bytes)",
+       "  else if (false)")], "[cache]"),
+    ("plan_not_regular_read", "a directory or FIFO named as a plan file is read",
+     [("actors/plan_store.cpp", "  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode))",
+       "  if (::fstat(fd, &info) != 0)")], "[cache]"),
+    ("foreign_plan_not_rebuilt", "a plan from elsewhere serves without matching its graph's plan",
+     [("compiler/foreign_plan.cpp", "    if (p != build_plan(ir))", "    if (false)")], "[cache]"),
+    ("foreign_structure_unchecked", "a plan from elsewhere serves another structure",
+     [("compiler/foreign_plan.cpp",
+       "    if (!same_structure(ir, table) || !same_schedule_inputs(ir, table))",
+       "    if (!same_schedule_inputs(ir, table))")], "[cache]"),
+    ("daemon_table_unchecked", "the daemon lowers a node table with edges past its nodes",
+     [("daemon/compile_service.cpp",
+       "  if (auto why = compiler::check_node_table(request.table); !why.empty()) {",
+       "  if (auto why = std::string(); !why.empty()) {")], "[wire]"),
+    # The token.
+    ("token_folder_unchecked", "a token in a folder others can write is read",
+     [("config/token_file.cpp", "  if ((info.st_mode & 022) != 0) {", "  if (false) {")], "[token]"),
+    ("token_mode_group_readable", "a token file its group can read is read",
+     [("config/token_file.cpp", "  if ((info.st_mode & 077) != 0)", "  if ((info.st_mode & 007) != 0)")],
+     "[token]"),
+    ("token_owner_unchecked", "a token file of another user is read",
+     [("config/token_file.cpp", "  if (info.st_uid != ::getuid())\n    refuse(path, \"belongs to another user\");",
+       "  if (false)\n    refuse(path, \"belongs to another user\");")], "[token]"),
+    # Agreement and exit.
+    ("agreeing_rank_loads_plans", "a rank that agrees its switches loads a plan from cache.dir",
+     [("engine/detail/backward_hook.cpp", "    if (agrees_with_job())\n      return false;", "")],
+     "ranks that share cache.dir*"),
+    ("agreement_answer_ignored", "a rank never switches to an agreed plan",
+     [("actors/daemon_link.cpp",
+       "              if (!me.setup->sink->agree(graph_id, answer.serve_from))",
+       "              if (false)")], "ranks compiling asynchronously*"),
+    ("exit_runs_stock_engine", "a backward woken by process exit runs the stock engine",
+     [("engine/detail/backward_hook.cpp", "      if (state_.exiting())\n        park_until_exit();", "")],
+     "[lifecycle]"),
+    ("daemon_lru_is_fifo", "the daemon's plan cache evicts the oldest plan, not the least recently used",
+     [("daemon/compile_service.cpp", "      s.recency.splice(s.recency.end(), s.recency, entry.used);\n", "")],
+     "the daemon's plan cache evicts*"),
 ]
 
 EXCLUDED = {".git", ".deps", ".whl", ".gl"}
@@ -125,9 +224,10 @@ def build(scratch):
     return run("cmake --build build -j 2 --target gradd_tests", scratch)
 
 
-def suite_passes(scratch):
+def suite_passes(scratch, spec=""):
+    quoted = f" '{spec}'" if spec else ""
     try:
-        r = run("build/gradd_tests --abort", scratch, timeout=900)
+        r = run(f"build/gradd_tests --abort{quoted}", scratch, timeout=900)
     except subprocess.TimeoutExpired:
         return False, "timed out"
     return r.returncode == 0, r.stdout[-2000:]
@@ -136,21 +236,26 @@ def suite_passes(scratch):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scratch", default="/tmp/gradd-mutants")
+    parser.add_argument("--in-place", action="store_true")
     parser.add_argument("--only", nargs="*", default=None)
     args = parser.parse_args()
     source = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    os.makedirs(args.scratch, exist_ok=True)
-    copy_tree(source, args.scratch)
+    if args.in_place:
+        args.scratch = source
+    else:
+        os.makedirs(args.scratch, exist_ok=True)
+        copy_tree(source, args.scratch)
 
     r = build(args.scratch)
     if r.returncode != 0:
         sys.exit("the unmutated tree does not build:\n" + r.stdout[-3000:])
-    ok, out = suite_passes(args.scratch)
-    if not ok:
-        sys.exit("the suite fails on the unmutated tree:\n" + out)
+    if not args.in_place:
+        ok, out = suite_passes(args.scratch)
+        if not ok:
+            sys.exit("the suite fails on the unmutated tree:\n" + out)
 
     missed = []
-    for name, why, edits in MUTATIONS:
+    for name, why, edits, *spec in MUTATIONS:
         if args.only and name not in args.only:
             continue
         start = time.time()
@@ -167,7 +272,7 @@ def main():
             if r.returncode != 0:
                 verdict = "caught (does not build)"
             else:
-                passed, _ = suite_passes(args.scratch)
+                passed, _ = suite_passes(args.scratch, spec[0] if spec else "")
                 verdict = "MISSED" if passed else "caught"
         finally:
             for full, content in originals.items():
