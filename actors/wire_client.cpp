@@ -33,18 +33,12 @@ struct wire_client_state {
   bool proven = false;       ///< the daemon proved it holds the token
   bool ended = false;        ///< failed: reads nothing more
   std::vector<std::vector<char>> waiting;  ///< frames written once challenged
-  std::optional<frame_header> reading;     ///< the header of the payload being read
+  frame_reader reader{handshake_frame_bytes};
   uint64_t next_id = 1;
   std::unordered_map<uint64_t, request_out> out;
 };
 
 using client_pointer = caf::stateful_actor<wire_client_state, caf::io::broker>*;
-
-void read_header_next(client_pointer self) {
-  self->state.reading.reset();
-  self->configure_read(self->state.connection,
-                       caf::io::receive_policy::exactly(frame_header_bytes));
-}
 
 void write(client_pointer self, const std::vector<char>& bytes) {
   self->write(self->state.connection, bytes.size(), bytes.data());
@@ -106,6 +100,7 @@ void on_proven(client_pointer self, std::string_view payload) {
     return fail(self, make_error(errc::wrong_token,
                                  "the daemon at this address does not hold the token"));
   s.proven = true;
+  s.reader.set_limit(s.max_bytes);
 }
 
 template <class Answer>
@@ -174,28 +169,18 @@ caf::behavior wire_client(client_pointer self, caf::io::connection_handle connec
   s.token = std::move(token);
   s.max_bytes = max_bytes;
   s.client_nonce = random_bytes(nonce_bytes);
-  read_header_next(self);
+  self->configure_read(connection, caf::io::receive_policy::exactly(s.reader.next_read()));
   return {
     [self](const caf::io::new_data_msg& msg) {
       auto& s = self->state;
-      if (!s.reading) {
-        auto header = read_header(msg.buf.data());
-        auto limit = s.proven ? s.max_bytes : size_t{handshake_frame_bytes};
-        if (!header || header->size > limit)
-          return broken(self, "sent a frame that is malformed or over daemon.max_message_mb");
-        if (header->size > 0) {
-          s.reading = header;
-          self->configure_read(s.connection, caf::io::receive_policy::exactly(header->size));
-          return;
-        }
-        on_frame(self, *header, {});
-      } else {
-        auto header = *s.reading;
-        on_frame(self, header, std::string_view(msg.buf.data(), msg.buf.size()));
-      }
-      if (self->state.ended)
-        return;
-      read_header_next(self);
+      auto got = s.reader.take(msg.buf);
+      if (got.kind == frame_reader::step::malformed || got.kind == frame_reader::step::too_large)
+        return broken(self, "sent a frame that is malformed or over daemon.max_message_mb");
+      if (got.kind == frame_reader::step::frame)
+        on_frame(self, got.header, got.payload);
+      if (!s.ended)
+        self->configure_read(s.connection,
+                             caf::io::receive_policy::exactly(s.reader.next_read()));
     },
     [self](const caf::io::connection_closed_msg&) {
       fail(self, make_error(errc::disconnected, "the connection closed"));

@@ -46,6 +46,23 @@ std::optional<frame_header> read_header(const char* bytes) {
                       static_cast<frame_kind>(kind), little_endian(bytes + 5, 8)};
 }
 
+frame_reader::step frame_reader::take(const std::vector<char>& bytes) {
+  if (reading_) {
+    auto header = *reading_;
+    reading_.reset();
+    return {step::frame, header, std::string_view(bytes.data(), bytes.size())};
+  }
+  auto header = bytes.size() == frame_header_bytes ? read_header(bytes.data()) : std::nullopt;
+  if (!header)
+    return {step::malformed, {}, {}};
+  if (header->size > limit_)
+    return {step::too_large, *header, {}};
+  if (header->size == 0)
+    return {step::frame, *header, {}};
+  reading_ = header;
+  return {step::read_more, *header, {}};
+}
+
 std::vector<char> frame(frame_kind kind, uint64_t id, std::string_view payload) {
   std::vector<char> out;
   out.reserve(frame_header_bytes + payload.size());

@@ -78,6 +78,33 @@ struct wire_refusal {
 /// this build knows.
 std::optional<frame_header> read_header(const char* bytes);
 
+/// The reading end of a connection, shared by both sides: a header, then,
+/// if the header holds, its payload. The connection reads next_read()
+/// bytes at a time and hands each read to take().
+class frame_reader {
+public:
+  struct step {
+    enum kind_t { read_more, frame, malformed, too_large } kind = read_more;
+    frame_header header;       ///< of a frame, or of one too large
+    std::string_view payload;  ///< of a frame: the bytes handed to take()
+  };
+
+  /// Frames of at most `limit` payload bytes are read.
+  explicit frame_reader(size_t limit) : limit_(limit) {}
+
+  void set_limit(size_t limit) { limit_ = limit; }
+
+  /// What `bytes`, the next_read() bytes just read, complete.
+  step take(const std::vector<char>& bytes);
+
+  /// How many bytes to read next.
+  size_t next_read() const { return reading_ ? reading_->size : frame_header_bytes; }
+
+private:
+  size_t limit_;
+  std::optional<frame_header> reading_;  ///< the header whose payload comes next
+};
+
 /// A frame: `header` with `payload`'s size, then `payload`.
 std::vector<char> frame(frame_kind kind, uint64_t id, std::string_view payload);
 

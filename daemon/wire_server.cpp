@@ -40,7 +40,7 @@ struct session_state {
   std::string daemon_nonce;
   bool proven = false;
   bool ended = false;
-  std::optional<frame_header> reading;
+  frame_reader reader{handshake_frame_bytes};
 };
 
 using session_pointer = caf::stateful_actor<session_state, caf::io::broker>*;
@@ -78,6 +78,7 @@ void on_proof(session_pointer self, std::string_view payload) {
       || !same_bytes(proof.mac, client_mac(s.setup.token, s.daemon_nonce, proof.nonce)))
     return drop(self, errc::wrong_token, "the proof is not of this daemon's token");
   s.proven = true;
+  s.reader.set_limit(s.setup.max_bytes);
   write(self, frame(frame_kind::proven, 0,
                     payload_of(wire_proof{{}, daemon_mac(s.setup.token, s.daemon_nonce,
                                                          proof.nonce)})));
@@ -144,36 +145,25 @@ caf::behavior wire_session(session_pointer self, caf::io::connection_handle conn
   self->set_down_handler([self](caf::down_msg&) { self->quit(); });
   write(self, frame(frame_kind::challenge, 0,
                     payload_of(wire_challenge{wire_protocol, s.daemon_nonce})));
-  self->configure_read(connection, caf::io::receive_policy::exactly(frame_header_bytes));
+  self->configure_read(connection, caf::io::receive_policy::exactly(s.reader.next_read()));
   self->delayed_send(self, handshake_timeout, deadline_atom::value);
   return {
     [self](const caf::io::new_data_msg& msg) {
       auto& s = self->state;
       if (s.ended)
         return;
-      if (!s.reading) {
-        auto header = read_header(msg.buf.data());
-        auto limit = s.proven ? s.setup.max_bytes : size_t{handshake_frame_bytes};
-        if (!header)
-          return drop(self, errc::bad_message, "not a frame of " + std::string(wire_protocol));
-        if (header->size > limit)
-          return drop(self, errc::too_busy,
-                      "a frame of " + std::to_string(header->size) + " bytes, over "
-                          + (s.proven ? "daemon.max_message_mb" : "the handshake's bound"));
-        if (header->size > 0) {
-          s.reading = header;
-          self->configure_read(s.connection, caf::io::receive_policy::exactly(header->size));
-          return;
-        }
-        on_frame(self, *header, {});
-      } else {
-        auto header = *s.reading;
-        s.reading.reset();
-        on_frame(self, header, std::string_view(msg.buf.data(), msg.buf.size()));
-      }
+      auto got = s.reader.take(msg.buf);
+      if (got.kind == frame_reader::step::malformed)
+        return drop(self, errc::bad_message, "not a frame of " + std::string(wire_protocol));
+      if (got.kind == frame_reader::step::too_large)
+        return drop(self, errc::too_busy,
+                    "a frame of " + std::to_string(got.header.size) + " bytes, over "
+                        + (s.proven ? "daemon.max_message_mb" : "the handshake's bound"));
+      if (got.kind == frame_reader::step::frame)
+        on_frame(self, got.header, got.payload);
       if (!s.ended)
         self->configure_read(s.connection,
-                             caf::io::receive_policy::exactly(frame_header_bytes));
+                             caf::io::receive_policy::exactly(s.reader.next_read()));
     },
     [self](const caf::io::connection_closed_msg&) { self->quit(); },
     [self](deadline_atom) {
