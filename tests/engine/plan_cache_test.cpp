@@ -64,23 +64,28 @@ struct model {
   torch::Tensor w1, w2;
 };
 
-} // namespace
-
-TEST_CASE("a plan kept in cache.dir serves the first backward after a reset", "[engine][cache]") {
-  auto dir = fresh_folder("reset");
-  model m;
-  torch::manual_seed(1);
+/// The stock engine's gradients of `m`'s step under `seed`, then that
+/// step's plan compiled into `dir` (sync) from a reset plan table.
+std::vector<torch::Tensor> stock_then_kept(model& m, const fs::path& dir, uint64_t seed) {
+  torch::manual_seed(seed);
   std::vector<torch::Tensor> stock;
   {
     gradd::disable_guard off;
     stock = m.step();
   }
   gradd::reset();
-  {
-    gradd::enable_guard on{with_cache(gradd::compile_mode::sync, dir)};
-    torch::manual_seed(1);
-    m.step();
-  }
+  gradd::enable_guard on{with_cache(gradd::compile_mode::sync, dir)};
+  torch::manual_seed(seed);
+  m.step();
+  return stock;
+}
+
+} // namespace
+
+TEST_CASE("a plan kept in cache.dir serves the first backward after a reset", "[engine][cache]") {
+  auto dir = fresh_folder("reset");
+  model m;
+  auto stock = stock_then_kept(m, dir, 1);
   REQUIRE(plan_files(dir).size() == 1);
 
   gradd::reset();  // the plan table is empty again; the file is not
@@ -260,17 +265,7 @@ TEST_CASE("cache.dir: forged plans with a checksum that holds serve bitwise or a
           "[engine][cache]") {
   auto dir = fresh_folder("forged");
   model m;
-  torch::manual_seed(5);
-  std::vector<torch::Tensor> stock;
-  {
-    gradd::disable_guard off;
-    stock = m.step();
-  }
-  gradd::reset();
-  {
-    gradd::enable_guard on{with_cache(gradd::compile_mode::sync, dir)};
-    m.step();
-  }
+  auto stock = stock_then_kept(m, dir, 5);
   auto file = plan_files(dir).at(0);
   auto good = read_bytes(file);
   auto body = good.substr(good.find('\n') + 33);
