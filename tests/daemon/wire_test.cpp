@@ -294,7 +294,7 @@ TEST_CASE("connections that never finish the handshake are capped and closed in 
   std::this_thread::sleep_for(200ms);
   INFO("descriptors " << descriptors << " before, " << open_descriptors(daemon.pid())
                       << " with 300 idle connections");
-  CHECK(open_descriptors(daemon.pid()) <= descriptors + 64 + 8);
+  CHECK(open_descriptors(daemon.pid()) <= descriptors + 64 + 32);  // not the 300
   CHECK(rank.served("During"));
   size_t closed = 0;
   for (auto& socket : idle)
