@@ -277,9 +277,8 @@ struct link {
     state().connecting = true;
     auto me = *this;
     // The connect blocks, so an actor on a thread of its own makes it.
-    auto connector = spawn_daemon_connector(self->system());
-    self->request(connector, timeout(), caf::connect_atom::value, address->host, address->port,
-                  token, uint64_t{max_message_bytes()})
+    auto connector = spawn_daemon_connector(self->system(), token, max_message_bytes());
+    self->request(connector, timeout(), caf::connect_atom::value, address->host, address->port)
         .then(
             [me, token](caf::actor& daemon) {
               // The connection ends with the link, whenever that is.

@@ -217,20 +217,29 @@ caf::expected<daemon_actor> connect_daemon(caf::actor_system& system,
   return caf::actor_cast<daemon_actor>(*broker);
 }
 
-caf::actor spawn_daemon_connector(caf::actor_system& system) {
-  return system.spawn<caf::detached>([](caf::event_based_actor* self) -> caf::behavior {
-    return {
-      [self](caf::connect_atom, const std::string& host, uint16_t port, std::string& token,
-             uint64_t max_bytes) -> caf::result<caf::actor> {
-        self->quit();
-        auto daemon = connect_daemon(self->system(), {host, port}, std::move(token),
-                                     static_cast<size_t>(max_bytes));
-        if (!daemon)
-          return daemon.error();
-        return caf::actor_cast<caf::actor>(*daemon);
-      },
-    };
-  });
+namespace {
+
+/// The connector's behavior (a function with arguments: CAF 0.17 spawns one
+/// without them through a null pointer, which UBSan reports).
+caf::behavior daemon_connector(caf::event_based_actor* self, std::string token,
+                               size_t max_bytes) {
+  return {
+    [self, token, max_bytes](caf::connect_atom, const std::string& host,
+                             uint16_t port) -> caf::result<caf::actor> {
+      self->quit();
+      auto daemon = connect_daemon(self->system(), {host, port}, token, max_bytes);
+      if (!daemon)
+        return daemon.error();
+      return caf::actor_cast<caf::actor>(*daemon);
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_daemon_connector(caf::actor_system& system, std::string token,
+                                  size_t max_bytes) {
+  return system.spawn<caf::detached>(daemon_connector, std::move(token), max_bytes);
 }
 
 } // namespace gradd::actors

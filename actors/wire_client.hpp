@@ -34,9 +34,10 @@ caf::expected<daemon_actor> connect_daemon(caf::actor_system& system,
                                            size_t max_bytes);
 
 /// An actor on a thread of its own that answers one request
-/// `(caf::connect_atom, host, port, token, max_bytes)` with connect_daemon's
-/// stand-in as a `caf::actor` (or its error) and quits: an actor that must
-/// not block connects through it.
-caf::actor spawn_daemon_connector(caf::actor_system& system);
+/// `(caf::connect_atom, host, port)` with connect_daemon's stand-in (for
+/// `token` and `max_bytes`) as a `caf::actor`, or its error, and quits: an
+/// actor that must not block connects through it.
+caf::actor spawn_daemon_connector(caf::actor_system& system, std::string token,
+                                  size_t max_bytes);
 
 } // namespace gradd::actors
