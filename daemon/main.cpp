@@ -211,7 +211,17 @@ int run_daemon(const options& o) {
   caf::anon_send(service, daemon::drain{});
   caf::scoped_actor self{system};
   self->wait_for(service);
-  caf::anon_send_exit(wire->server, caf::exit_reason::user_shutdown);
+  // The sessions still connected end before the actor system does: it
+  // waits for none of its actors, and one alive then is never freed.
+  std::vector<caf::actor> sessions;
+  self->request(wire->server, std::chrono::seconds(5), caf::get_atom::value)
+      .receive([&](std::vector<caf::actor>& all) { sessions = std::move(all); },
+               [](caf::error&) {});
+  sessions.push_back(wire->server);
+  for (const auto& actor : sessions) {
+    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+    self->wait_for(actor);
+  }
   system.await_actors_before_shutdown(false);
   daemon::log_event(config.logging.level, log_level::info, "stopped");
   return 0;

@@ -12,6 +12,7 @@
 
 #include <optional>
 #include <set>
+#include <vector>
 
 namespace gradd::daemon {
 
@@ -175,6 +176,7 @@ caf::behavior wire_session(session_pointer self, caf::io::connection_handle conn
 
 struct server_state {
   static inline const char* name = "gradd.wire_server";
+  std::set<caf::actor> sessions;          ///< all, until they end
   std::set<caf::actor_addr> handshaking;  ///< sessions that have not proven the token yet
   uint64_t turned_away = 0;               ///< connections closed at the cap
 };
@@ -185,8 +187,15 @@ caf::behavior wire_server(server_pointer self, caf::io::doorman_ptr doorman,
                           session_setup setup) {
   self->add_doorman(std::move(doorman));
   setup.server = caf::actor_cast<caf::actor>(self);
-  self->set_down_handler(
-      [self](caf::down_msg& down) { self->state.handshaking.erase(down.source); });
+  self->set_down_handler([self](caf::down_msg& down) {
+    auto& s = self->state;
+    s.handshaking.erase(down.source);
+    for (auto i = s.sessions.begin(); i != s.sessions.end(); ++i)
+      if (i->address() == down.source) {
+        s.sessions.erase(i);
+        break;
+      }
+  });
   return {
     [self, setup](const caf::io::new_connection_msg& msg) {
       auto& s = self->state;
@@ -201,6 +210,10 @@ caf::behavior wire_server(server_pointer self, caf::io::doorman_ptr doorman,
       auto session = self->fork(wire_session, msg.handle, setup);
       self->monitor(session);
       s.handshaking.insert(session.address());
+      s.sessions.insert(session);
+    },
+    [self](caf::get_atom) {
+      return std::vector<caf::actor>(self->state.sessions.begin(), self->state.sessions.end());
     },
     [self](proven_atom) {
       self->state.handshaking.erase(caf::actor_cast<caf::actor_addr>(self->current_sender()));

@@ -36,6 +36,8 @@ inline constexpr uint32_t max_handshakes = 64;
 inline constexpr auto handshake_timeout = std::chrono::seconds(2);
 
 struct wire_listener {
+  /// Answers `caf::get_atom` with its sessions (`std::vector<caf::actor>`),
+  /// for a daemon that ends them before its actor system goes.
   caf::actor server;
   uint16_t port = 0;  ///< the one bound (the system's pick for port 0)
 };

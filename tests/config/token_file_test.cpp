@@ -81,6 +81,19 @@ TEST_CASE("a token file in a folder another user owns is refused", "[config][tok
                                                         "(uid 65534)"));
 }
 
+TEST_CASE("a token file another user owns is refused, in a folder of this user's",
+          "[config][token]") {
+  if (::getuid() != 0) {
+    WARN("not root: cannot give a file to another user; skipped");
+    return;
+  }
+  auto path = token_in(0700);
+  CHECK(read_token(path) == "0123456789abcdef");  // the same file, still root's
+  REQUIRE(::chown(path.c_str(), 65534, 65534) == 0);
+  CHECK_THROWS_WITH(read_token(path), Catch::Contains("token file '" + path
+                                                      + "' belongs to another user"));
+}
+
 TEST_CASE("a linked token file is read only if both the link's folder and the file's are safe",
           "[config][token]") {
   auto good_target = token_in(0700);
