@@ -10,21 +10,9 @@
 #   usage: bench/agreement_bench.sh [build-dir]
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
-work=$(mktemp -d /tmp/gradd-agreement-bench-XXXXXX)
-daemon_pid=
-stop_daemon() { [ -z "$daemon_pid" ] || { kill -"${1:-TERM}" "$daemon_pid"; wait "$daemon_pid" || true; daemon_pid=; }; }
-trap 'stop_daemon KILL; rm -rf "$work"' EXIT
-export GRADD_TOKEN_FILE=$work/token MASTER_ADDR=127.0.0.1
-printf 'daemon:\n  address: "127.0.0.1:0"\ncache:\n  dir: %s\n' "$work/cache" > "$work/daemon.yaml"
+source "$(dirname "$0")/daemon_env.sh"
+export MASTER_ADDR=127.0.0.1
 printf 'cache:\n  dir: %s\ndaemon:\n  retry_after_ms: 100\n' "$work/cache" > "$work/rank.yaml"
-
-start_daemon() {
-  rm -f "$work/address"
-  "$build/gradd" daemon --config "$work/daemon.yaml" --address-file "$work/address" >/dev/null 2>"$work/daemon.err" &
-  daemon_pid=$!
-  for _ in $(seq 500); do [ -s "$work/address" ] && break; sleep 0.01; done
-  export GRADD_DAEMON=$(cat "$work/address")
-}
 
 # One JSON line from rank output file $2 of case $1.
 report() {

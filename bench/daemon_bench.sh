@@ -14,23 +14,8 @@
 #   usage: bench/daemon_bench.sh [build-dir]
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
-work=$(mktemp -d /tmp/gradd-daemon-bench-XXXXXX)
-daemon_pid=
-stop_daemon() { [ -z "$daemon_pid" ] || { kill -TERM "$daemon_pid"; wait "$daemon_pid" || true; daemon_pid=; }; }
-trap 'stop_daemon; rm -rf "$work"' EXIT
-export GRADD_TOKEN_FILE=$work/token
-printf 'daemon:\n  address: "127.0.0.1:0"\ncache:\n  dir: %s\n' "$work/cache" > "$work/daemon.yaml"
+source "$(dirname "$0")/daemon_env.sh"
 printf 'compile:\n  mode: sync\n' > "$work/sync.yaml"
-
-# Starts a daemon and exports GRADD_DAEMON. Not in a subshell: the trap
-# stops the daemon by the pid kept here.
-start_daemon() {
-  rm -f "$work/address"
-  "$build/gradd" daemon --config "$work/daemon.yaml" --address-file "$work/address" >/dev/null 2>"$work/daemon.err" &
-  daemon_pid=$!
-  for _ in $(seq 500); do [ -s "$work/address" ] && break; sleep 0.01; done
-  export GRADD_DAEMON=$(cat "$work/address")
-}
 
 # Runs 8 ranks at once; prints the job's wall seconds.
 ranks() {

@@ -64,8 +64,20 @@ struct model {
   torch::Tensor w1, w2;
 };
 
+/// `m`'s step compiled (sync) from a reset plan table into `dir`: its one file.
+fs::path keep_one_plan(model& m, const fs::path& dir) {
+  gradd::reset();
+  {
+    gradd::enable_guard on{with_cache(gradd::compile_mode::sync, dir)};
+    m.step();
+  }
+  auto files = plan_files(dir);
+  REQUIRE(files.size() == 1);
+  return files[0];
+}
+
 /// The stock engine's gradients of `m`'s step under `seed`, then that
-/// step's plan compiled into `dir` (sync) from a reset plan table.
+/// step's plan kept in `dir`.
 std::vector<torch::Tensor> stock_then_kept(model& m, const fs::path& dir, uint64_t seed) {
   torch::manual_seed(seed);
   std::vector<torch::Tensor> stock;
@@ -73,10 +85,8 @@ std::vector<torch::Tensor> stock_then_kept(model& m, const fs::path& dir, uint64
     gradd::disable_guard off;
     stock = m.step();
   }
-  gradd::reset();
-  gradd::enable_guard on{with_cache(gradd::compile_mode::sync, dir)};
   torch::manual_seed(seed);
-  m.step();
+  keep_one_plan(m, dir);
   return stock;
 }
 
@@ -86,7 +96,6 @@ TEST_CASE("a plan kept in cache.dir serves the first backward after a reset", "[
   auto dir = fresh_folder("reset");
   model m;
   auto stock = stock_then_kept(m, dir, 1);
-  REQUIRE(plan_files(dir).size() == 1);
 
   gradd::reset();  // the plan table is empty again; the file is not
   gradd::enable_guard on{with_cache(gradd::compile_mode::async, dir)};
@@ -104,13 +113,7 @@ TEST_CASE("a plan kept in cache.dir serves the first backward after a reset", "[
 TEST_CASE("cache.dir: foreign bytes and other passes are not used", "[engine][cache]") {
   auto dir = fresh_folder("refused");
   model m;
-  gradd::reset();
-  {
-    gradd::enable_guard on{with_cache(gradd::compile_mode::sync, dir)};
-    m.step();
-  }
-  auto files = plan_files(dir);
-  REQUIRE(files.size() == 1);
+  std::vector<fs::path> files{keep_one_plan(m, dir)};
 
   SECTION("a file that is not a whole plan of this version") {
     for (const std::string junk : {std::string("not a plan at all"),
@@ -194,14 +197,7 @@ TEST_CASE("cache.dir: a plan file is untrusted input, refused on any change and 
           "[engine][cache]") {
   auto dir = fresh_folder("untrusted");
   model m;
-  gradd::reset();
-  {
-    gradd::enable_guard on{with_cache(gradd::compile_mode::sync, dir)};
-    m.step();
-  }
-  auto files = plan_files(dir);
-  REQUIRE(files.size() == 1);
-  auto file = files[0];
+  auto file = keep_one_plan(m, dir);
   auto good = read_bytes(file);
   auto key = key_of(file);
   constexpr size_t max_bytes = 1 << 20;
