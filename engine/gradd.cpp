@@ -2,11 +2,14 @@
 
 #include "engine/gradd.hpp"
 
+#include "config/log.hpp"
 #include "config/usable.hpp"
 #include "cuda/graph_path.hpp"
+#include "engine/detail/current_node.hpp"
 #include "engine/detail/engine_state.hpp"
 #include "engine/detail/lifecycle.hpp"
 
+#include <mutex>
 #include <ostream>
 #include <tuple>
 
@@ -23,6 +26,13 @@ using engine::detail::open_scope;
 /// `config`, shared, once check_usable found it usable.
 std::shared_ptr<const settings> usable(const settings& config) {
   check_usable(config);
+  static std::once_flag told;
+  std::call_once(told, [&] {
+    if (!engine::detail::current_node_reachable())
+      log(config.logging.level, log_level::warning,
+          "this libtorch's current autograd node cannot be set: code run by nodes that "
+          "plans run sees the caller's (torch._C._current_autograd_node)");
+  });
   return std::make_shared<const settings>(config);
 }
 

@@ -41,7 +41,7 @@ namespace gradd {
 /// Why a backward ran on the stock engine instead of a plan.
 enum class fallback_reason : uint8_t {
   force_eager,       ///< the settings ask for the stock engine
-  create_graph,      ///< create_graph=true (higher-order gradients)
+  create_graph,      ///< create_graph=true with gradients on a device (CPU ones run on plans)
   anomaly_mode,      ///< autograd anomaly detection is on
   nested_tensor,     ///< a nested tensor flows through the graph
   capture_hook,      ///< a deprecated grad-capture hook on an input

@@ -192,6 +192,15 @@ MUTATIONS = [
     ("daemon_lru_is_fifo", "the daemon's plan cache evicts the oldest plan, not the least recently used",
      [("daemon/compile_service.cpp", "      s.recency.splice(s.recency.end(), s.recency, entry.used);\n", "")],
      "the daemon's plan cache evicts*"),
+    ("current_node_not_set", "nodes a plan runs are not libtorch's current node",
+     [("engine/detail/plan_runner.cpp", "    current.enter(fn);\n", "")], "[hooks]"),
+    ("late_post_hooks_dropped", "a post-hook registered while its node runs is not called",
+     [("engine/detail/plan_runner.cpp", "  if (fn.post_hooks().empty())\n    return outputs;",
+       "  if (!has_post_hooks)\n    return outputs;")], "[hooks]"),
+    ("create_graph_on_stock_engine", "every create_graph backward runs on the stock engine",
+     [("engine/detail/backward_hook.cpp",
+       "    if (records_graph_ && reaches_device_threads(walk_->nodes))",
+       "    if (records_graph_)")], "[create_graph]"),
 ]
 
 EXCLUDED = {".git", ".deps", ".whl", ".gl"}

@@ -30,10 +30,13 @@
 #include "engine/detail/shared_seed.hpp"
 
 #include <ATen/ThreadLocalState.h>
+#include <c10/core/AutogradState.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/anomaly_mode.h>
+#include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/graph_task.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <optional>
@@ -64,6 +67,24 @@ bool is_unsupported(fallback_reason reason) {
     default:
       return false;
   }
+}
+
+// Note [Backwards that record their graph]
+// A backward with create_graph=true runs its nodes with grad mode on, so
+// the gradients it makes carry nodes of their own, numbered from the
+// sequence counter of the thread that runs them. A plan runs a backward's
+// nodes on its caller's thread; the stock engine runs there only the nodes
+// whose gradients are on the CPU, and the others on its device threads,
+// whose counters no one else can reach. A second backward through the
+// nodes made on a device thread would be ordered by numbers gradd cannot
+// give, so such backwards stay on the stock engine (create_graph); on the
+// CPU, or with autograd's multithreading off (every node on the caller's
+// thread), plans serve them, numbering every node as the stock engine does.
+bool reaches_device_threads(const std::vector<torch::autograd::Node*>& nodes) {
+  if (!c10::AutogradState::get_tls_state().get_multithreading_enabled())
+    return false;  // the stock engine runs every node on the caller's thread
+  return std::any_of(nodes.begin(), nodes.end(),
+                     [](torch::autograd::Node* fn) { return fn->stream().has_value(); });
 }
 
 /// Walk storage of this thread, one per nesting level of backward-in-backward.
@@ -121,8 +142,6 @@ private:
     // The stock engine's workers run nodes under the task's thread-local
     // state, whose grad mode is create_graph.
     at::ThreadLocalStateGuard tls_guard(task_.thread_locals_);
-    if (c10::GradMode::is_enabled())
-      return eager(fallback_reason::create_graph);
     if (torch::autograd::AnomalyMode::is_enabled())
       return eager(fallback_reason::anomaly_mode);
 
@@ -131,6 +150,9 @@ private:
     if (!adopt_walk(*policy_, *root_, *walk_))
       walk_graph(*root_, outputs_, task_.keep_graph_, accumulate_grad_, policy_->plan_variant,
                  *walk_);
+    records_graph_ = c10::GradMode::is_enabled();
+    if (records_graph_ && reaches_device_threads(walk_->nodes))
+      return eager(fallback_reason::create_graph);
     auto found = find();
     if (found.ready) {
       state_.stats.cache_hits.fetch_add(1, std::memory_order_relaxed);
@@ -295,9 +317,11 @@ private:
       own_seeds_scope own(*root_);
       run_plan(record.compiled->plan, walk_->nodes, task_);
     };
-    auto served = cuda::serve_from_graph({record.id, record.compiled->ir, walk_->nodes, root_,
-                                          task_, accumulate_grad_, outputs_, config_, plan,
-                                          entered_, bet_});
+    std::optional<variable_list> served;
+    if (!records_graph_)
+      served = cuda::serve_from_graph({record.id, record.compiled->ir, walk_->nodes, root_,
+                                       task_, accumulate_grad_, outputs_, config_, plan,
+                                       entered_, bet_});
     if (served)
       task_.captured_vars_ = std::move(*served);
     else
@@ -352,6 +376,7 @@ private:
   bool accumulate_grad_;
   const std::vector<torch::autograd::Edge>& outputs_;
   graph_walk* walk_ = nullptr;
+  bool records_graph_ = false;  ///< create_graph (Note [Backwards that record their graph])
   struct deferred_compile {
     std::shared_ptr<graph_record> record;
     compiler::graph table;

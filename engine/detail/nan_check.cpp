@@ -3,6 +3,7 @@
 
 #include "engine/detail/nan_check.hpp"
 
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
 
 #include <sstream>
@@ -19,6 +20,7 @@ bool has_nan(const at::Tensor& t) {
 
 void check_for_nan(const std::vector<torch::autograd::Node*>& nodes,
                    const torch::autograd::variable_list& outputs) {
+  at::NoGradGuard unrecorded;  // whatever the backward's grad mode: the check is not a step of it
   std::ostringstream found;
   size_t leaf = 0;
   for (auto* node : nodes) {

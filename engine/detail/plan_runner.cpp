@@ -7,12 +7,18 @@
 // every slot is released at its last use. InputBuffer::add is the stock
 // engine's own accumulation, so gradient sums and cross-stream
 // synchronization are the stock engine's, in the order the plan fixed.
+// What code run by a node can ask the engine is the stock engine's too: the
+// node is the current one (Note [The current node]) and a profiler sees the
+// engine's "evaluate_function" range around it; the graph task is the one
+// libtorch made for this backward (Engine::execute's GraphTaskGuard).
 
 #include "engine/detail/plan_runner.hpp"
 
+#include "engine/detail/current_node.hpp"
 #include "engine/detail/plan_trace.hpp"
 #include "engine/detail/stock_steps.hpp"
 
+#include <ATen/record_function.h>
 #include <c10/core/StreamGuard.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/graph_task.h>
@@ -40,9 +46,13 @@ variable_list call_pre_hooks(Node& fn, variable_list inputs) {
   return inputs;
 }
 
-variable_list call_post_hooks(Node& fn, variable_list outputs, const variable_list& inputs) {
+/// Post-hooks registered while `fn` ran (from a saved tensor's unpack hook,
+/// say) are called too, without inputs, as engine.cpp calls them.
+variable_list call_post_hooks(Node& fn, variable_list outputs, const variable_list& inputs,
+                              bool had_post_hooks) {
+  const variable_list none;
   for (const auto& hook : fn.post_hooks())
-    outputs = (*hook)(outputs, inputs);
+    outputs = (*hook)(outputs, had_post_hooks ? inputs : none);
   return outputs;
 }
 
@@ -63,9 +73,9 @@ variable_list call_node(Node& fn, variable_list inputs, bool keep_graph) {
     outputs = fn(std::move(inputs));
   }
   validate_node_outputs(fn, outputs);
-  if (has_post_hooks)
-    return call_post_hooks(fn, std::move(outputs), inputs);
-  return outputs;
+  if (fn.post_hooks().empty())
+    return outputs;
+  return call_post_hooks(fn, std::move(outputs), inputs, has_post_hooks);
 }
 
 /// Takes the captured gradients of a step (autograd::grad outputs).
@@ -105,9 +115,13 @@ void run_plan(const compiler::plan& p, const std::vector<Node*>& nodes,
   for (size_t s = 0; s < p.steps.size(); ++s)
     buffers.emplace_back(0);
 
+  current_node_scope current;
   for (size_t s = 0; s < p.steps.size(); ++s) {
     const auto& step = p.steps[s];
     Node& fn = *nodes[step.node];
+    current.enter(fn);
+    RECORD_FUNCTION(c10::str("autograd::engine::evaluate_function: ", fn.name()),
+                    c10::ArrayRef<const c10::IValue>());
     auto stream = fn.stream();
     c10::OptionalStreamGuard stream_guard{stream};
     auto& inputs = buffers[s];

@@ -13,6 +13,7 @@
 
 #include "compiler/exec_info.hpp"
 #include "compiler/stock_order.hpp"
+#include "engine/detail/current_node.hpp"
 #include "engine/detail/stock_steps.hpp"
 #include "engine/functional/graph.hpp"
 #include "engine/functional/passes.hpp"
@@ -72,9 +73,12 @@ class capture_run {
   /// dependency down for each valid edge whether its gradient is defined or
   /// not, so when a node becomes ready never depends on the values.
   void run() {
+    detail::current_node_scope current;  // Note [The current node]
     buffers_[0].emplace(variable_list());
-    for (uint32_t i : compiler::stock_order(g_.ir))
+    for (uint32_t i : compiler::stock_order(g_.ir)) {
+      current.enter(g_.node(i));
       evaluate(i);
+    }
   }
 
   variable_list& captured() { return captured_; }

@@ -2,6 +2,7 @@
 
 #include "engine/grad_check.hpp"
 
+#include <c10/core/AutogradState.h>
 #include <torch/csrc/autograd/anomaly_mode.h>
 
 namespace {
@@ -18,16 +19,45 @@ std::vector<Tensor> two_leaves() {
 
 } // namespace
 
-TEST_CASE("create_graph runs on the stock engine, counted", "[engine][fallback]") {
-  auto p = two_leaves();
-  auto s = check_against_stock(p, [&] {
+/// A create_graph backward and the plain backward of its gradient, on
+/// `device`, under check_against_stock; returns the statistics.
+gradd::statistics second_order_on(torch::Device device) {
+  torch::manual_seed(11);
+  std::vector<Tensor> p{torch::randn({4, 4}, torch::kFloat64).to(device).requires_grad_(),
+                        torch::randn({4}, torch::kFloat64).to(device).requires_grad_()};
+  return check_against_stock(p, [&] {
     auto y = torch::mv(p[0], p[1]).pow(3).sum();
     auto g = torch::autograd::grad({y}, {p[1]}, {}, std::nullopt, /*create_graph=*/true);
     g[0].sum().backward();  // second order: a plain backward, served by a plan
     return std::vector<Tensor>{g[0].detach()};
   });
-  CHECK(s.eager_for(fallback_reason::create_graph) == 2);
-  CHECK(s.plan_backwards == 2);
+}
+
+TEST_CASE("create_graph on the CPU runs on plans", "[engine][fallback]") {
+  auto s = second_order_on(torch::kCPU);
+  CHECK(s.eager_for(fallback_reason::create_graph) == 0);
+  CHECK(s.plan_backwards == 4);
+}
+
+TEST_CASE("create_graph on CUDA runs on the stock engine, counted, unless the backward runs "
+          "on one thread",
+          "[engine][fallback][cuda]") {
+  if (!torch::cuda::is_available()) {
+    WARN("CUDA not available: CUDA case skipped");
+    return;
+  }
+  SECTION("the stock engine's device threads") {
+    auto s = second_order_on(torch::kCUDA);
+    CHECK(s.eager_for(fallback_reason::create_graph) == 2);
+    CHECK(s.plan_backwards == 2);
+  }
+  SECTION("multithreading off: every node on the caller's thread") {
+    c10::AutogradState::get_tls_state().set_multithreading_enabled(false);
+    auto s = second_order_on(torch::kCUDA);
+    c10::AutogradState::get_tls_state().set_multithreading_enabled(true);
+    CHECK(s.eager_for(fallback_reason::create_graph) == 0);
+    CHECK(s.plan_backwards == 4);
+  }
 }
 
 TEST_CASE("force_eager serves every backward with the stock engine", "[engine][fallback]") {
