@@ -24,7 +24,7 @@ const char* const usage =
     "                   [--device {cpu,cuda}] [--mode {eager,gradd,both}] [--iters N]\n"
     "                   [--warmup W] [--config FILE] [--structures {fixed,sweep}]\n"
     "                   [--shapes {fixed,sweep}] [--dump-ir DIR] [--grad-ready-times]\n"
-    "                   [--trace FILE] [--deterministic] [--step-times]\n"
+    "                   [--trace FILE] [--deterministic] [--step-times] [--create-graph]\n"
     "A flag's value follows it (--iters 50) or an '=' (--iters=50); each flag once.\n"
     "Without --config the policy comes from $GRADD_CONFIG, or is the default one.\n";
 
@@ -35,7 +35,7 @@ const std::vector<std::string> value_flags{"--model",   "--device", "--mode",
                                            "--trace"};
 /// The flags that take none.
 const std::vector<std::string> switch_flags{"--grad-ready-times", "--deterministic",
-                                            "--step-times"};
+                                            "--step-times", "--create-graph"};
 
 [[noreturn]] void usage_error(const std::string& message) {
   std::cerr << "gradd-bench: " << message << "\n" << usage;
@@ -130,6 +130,7 @@ options parse(int argc, char** argv) {
   o.grad_ready_times = given.count("--grad-ready-times") > 0;
   o.deterministic = given.count("--deterministic") > 0;
   o.step_times = given.count("--step-times") > 0;
+  o.create_graph = given.count("--create-graph") > 0;
   o.trace = value("--trace", "");
   require_choice("--model", o.model, gradd::models::model_names());
   require_choice("--device", o.device, {"cpu", "cuda"});

@@ -23,6 +23,7 @@ struct options {
   bool deterministic = false;  ///< cuDNN's deterministic algorithms for the whole run
   std::string trace;  ///< --trace's file, or empty
   bool step_times = false;  ///< each timed step's time, and each shape's floor
+  bool create_graph = false;  ///< gradient-penalty steps (penalize_gradients)
 };
 
 /// The options of `argv`; prints the usage and exits 0 on --help, exits 2

@@ -5,7 +5,8 @@
 //               --device {cpu,cuda} --mode {eager,gradd,both}
 //               --iters N --warmup W [--config FILE] [--structures {fixed,sweep}]
 //               [--shapes {fixed,sweep}] [--dump-ir DIR] [--grad-ready-times]
-//               [--trace FILE] [--deterministic] [--step-times] [--help]
+//               [--trace FILE] [--deterministic] [--step-times] [--create-graph]
+//               [--help]
 //
 // A flag takes its value as the next argument or after '=', and may be
 // given once; anything else is refused with the usage and exit code 2, as is
@@ -65,6 +66,10 @@
 // `first_rounds` rounds, the engines taking turns at going first, and
 // reports the medians (`first_median_ms`, `eager_first_median_ms`) and
 // their ratio (`first_median_ratio`).
+// `--create-graph` makes every step a gradient-penalty step: the loss's
+// gradients with create_graph=true, then the backward of the loss plus
+// their squared norm, both timed as the step's backward (no floor: it is
+// the floor of one plain backward).
 
 #include "bench/backward_floor.hpp"
 #include "bench/bench_options.hpp"
@@ -207,6 +212,7 @@ int run(const options& o) {
     at::globalContext().setDeterministicCuDNN(true);
     at::globalContext().setBenchmarkCuDNN(false);
   }
+  penalize_gradients(o.create_graph);
   torch::Device device = o.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   bool structure_sweep = o.structures == "sweep";
   bool shape_sweep = o.shapes == "sweep";
@@ -300,12 +306,12 @@ int run(const options& o) {
   std::printf("{\"model\": \"%s\", \"device\": \"%s\", \"mode\": \"%s\", \"median_ms\": %.4f, "
               "\"p90_ms\": %.4f, \"first_ms\": %.4f, \"plan_backwards\": %llu, "
               "\"graph_backwards\": %llu, \"eager_backwards\": %llu, \"max_rel_grad_diff\": %.3g, "
-              "\"stock_rel_grad_diff\": %.3g, \"deterministic\": %s",
+              "\"stock_rel_grad_diff\": %.3g, \"deterministic\": %s, \"create_graph\": %s",
               o.model.c_str(), o.device.c_str(), o.mode.c_str(), s.median, s.p90, first_ms,
               static_cast<unsigned long long>(plan_backwards),
               static_cast<unsigned long long>(graph_backwards),
               static_cast<unsigned long long>(eager_backwards), diff, stock_diff,
-              o.deterministic ? "true" : "false");
+              o.deterministic ? "true" : "false", o.create_graph ? "true" : "false");
   std::printf(", \"returned_ms\": %.4f",
               summarize(run_gradd ? gradd_returns : eager_returns).median);
   if (graph_backwards)
@@ -365,7 +371,7 @@ int run(const options& o) {
                 static_cast<double>(gradd_peak + graph_bytes) / eager_peak, gradd_peak / 1e6,
                 eager_peak / 1e6, eager_working_set / 1e6, graph_bytes / 1e6,
                 graph_stats.graph_bound_bytes / 1e6);
-    if (device.is_cuda()) {
+    if (device.is_cuda() && !o.create_graph) {
       // A backward recorded for a capture still under way holds the
       // parameters' AccumulateGrad nodes, made on the default stream; the
       // floor's forward on its side stream would reuse them, and the stock

@@ -26,7 +26,28 @@ struct ready_clock final : torch::autograd::PostAccumulateGradHook {
   std::chrono::steady_clock::time_point& start;
 };
 
+bool penalized = false;
+
 } // namespace
+
+void penalize_gradients(bool on) {
+  penalized = on;
+}
+
+void step_backward(models::model& model, const torch::Tensor& loss, bool retain_graph) {
+  if (!penalized) {
+    loss.backward({}, retain_graph);
+    return;
+  }
+  auto parameters = model.parameters();
+  auto found = torch::autograd::grad({loss}, parameters, {}, /*retain_graph=*/true,
+                                     /*create_graph=*/true, /*allow_unused=*/true);
+  auto penalized_loss = loss;
+  for (const auto& g : found)
+    if (g.defined())
+      penalized_loss = penalized_loss + g.square().sum();
+  penalized_loss.backward({}, retain_graph);
+}
 
 void synchronize(const torch::Device& device) {
   if (!device.is_cuda())

@@ -23,6 +23,14 @@ namespace gradd::bench {
 /// (docs/design.md, "CUDA graphs").
 void synchronize(const torch::Device& device);
 
+/// Makes every measured step a gradient-penalty step (--create-graph): the
+/// loss's gradients with create_graph=true, then the backward of the loss
+/// plus their squared norm, both measured. Set before any step runs.
+void penalize_gradients(bool on);
+
+/// The step's backward of `loss`, or its two with penalize_gradients.
+void step_backward(models::model& model, const torch::Tensor& loss, bool retain_graph);
+
 /// Runs one forward + backward of `model` on batch `step` with gradd on or
 /// off (gradd must be enabled), keeping the graph's saved tensors to its
 /// end with `retain_graph`. `probe()` is called right before the backward
@@ -40,7 +48,7 @@ auto measured_backward(models::model& model, int64_t step, bool with_gradd,
     off.emplace();
   synchronize(device);
   auto finish = probe();
-  loss.backward({}, retain_graph);
+  step_backward(model, loss, retain_graph);
   auto returned = std::chrono::steady_clock::now();
   synchronize(device);
   return finish(returned);

@@ -10,9 +10,11 @@ eager_first_ms and first_ratio, and the five-round first_median_ms,
 eager_first_median_ms and first_median_ratio; on
 CUDA also floor_ms, the stock engine's backward kernels replayed from one
 CUDA graph, and floor_ratio (gradd over floor), as gradd-bench gives them.
+``--create-graph`` times gradient-penalty steps instead (no floor).
 """
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -86,14 +88,21 @@ def make_model(name, device, dtype=torch.float32):
 MODELS = ("mlp", "hooked", "transformer", "resnet18")
 
 
-def backward_once(model, batch, i, device):
-    """One forward and backward (grads set to None first); the backward's ms."""
+def backward_once(model, batch, i, device, create_graph=False):
+    """One forward and backward (grads set to None first); the backward's ms.
+    With `create_graph`, a gradient-penalty step, both backwards timed: the
+    loss's gradients with create_graph=True, then the backward of the loss
+    plus their squared norm."""
     for p in model.parameters():
         p.grad = None
     loss = model(batch(i)).square().mean()
     if device == "cuda":
         torch.cuda.current_stream().synchronize()
     start = time.perf_counter()
+    if create_graph:
+        params = [p for p in model.parameters() if p.requires_grad]
+        found = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
+        loss = loss + sum(g.square().sum() for g in found if g is not None)
     loss.backward()
     if device == "cuda":
         torch.cuda.current_stream().synchronize()
@@ -157,7 +166,7 @@ STOCK_WARMUPS = 3
 FIRST_ROUNDS = 5
 
 
-def new_structure_firsts(model, batch, step, device):
+def new_structure_firsts(once, model, batch, step, device):
     """A new structure's first backward, FIRST_ROUNDS times on batch `step`:
     reset() makes the structure new to gradd again, and gradd's first
     backward and the stock engine's of the same batch take turns at going
@@ -170,55 +179,57 @@ def new_structure_firsts(model, batch, step, device):
         for with_gradd in (r % 2 == 0, r % 2 != 0):
             gradd.wait_for_compiles()
             if with_gradd:
-                ours.append(backward_once(model, batch, step, device))
+                ours.append(once(model, batch, step, device))
             else:
                 with gradd.disabled():
-                    stock.append(backward_once(model, batch, step, device))
+                    stock.append(once(model, batch, step, device))
     return statistics.median(ours), statistics.median(stock)
 
 
 def run(args):
     model, batch = make_model(args.model, args.device)
+    once = functools.partial(backward_once, create_graph=args.create_graph)
     ours, stock = [], []
     gradd.reset()
     with gradd.enabled(args.config):
         with gradd.disabled():
             for _ in range(STOCK_WARMUPS):
-                backward_once(model, batch, 0, args.device)
-        first_ms = backward_once(model, batch, 0, args.device)
+                once(model, batch, 0, args.device)
+        first_ms = once(model, batch, 0, args.device)
         if args.mode == "both":
             with gradd.disabled():
-                eager_first_ms = backward_once(model, batch, 0, args.device)
+                eager_first_ms = once(model, batch, 0, args.device)
         for i in range(1, args.warmup):
             if args.mode == "both":
                 with gradd.disabled():
-                    backward_once(model, batch, i, args.device)
-            backward_once(model, batch, i, args.device)
+                    once(model, batch, i, args.device)
+            once(model, batch, i, args.device)
         gradd.wait_for_compiles()
         before = gradd.stats()
         for i in range(args.warmup, args.warmup + args.iters):
             if args.mode != "gradd":
                 with gradd.disabled():
-                    stock.append(backward_once(model, batch, i, args.device))
+                    stock.append(once(model, batch, i, args.device))
             if args.mode != "eager":
-                ours.append(backward_once(model, batch, i, args.device))
+                ours.append(once(model, batch, i, args.device))
         after = gradd.stats()
         last = args.warmup + args.iters
         with gradd.disabled():
-            backward_once(model, batch, last, args.device)
+            once(model, batch, last, args.device)
             reference = grads(model)
-            backward_once(model, batch, last, args.device)
+            once(model, batch, last, args.device)
             reference_again = grads(model)
-        backward_once(model, batch, last, args.device)
+        once(model, batch, last, args.device)
         served = grads(model)
         if args.mode == "both":
             first_median_ms, eager_first_median_ms = new_structure_firsts(
-                model, batch, last + 1, args.device)
+                once, model, batch, last + 1, args.device)
 
     main = ours if args.mode != "eager" else stock
     main.sort()
     line = {
         "model": args.model, "device": args.device, "mode": args.mode,
+        "create_graph": args.create_graph,
         "median_ms": round(statistics.median(main), 4),
         "p90_ms": round(main[int(0.9 * (len(main) - 1))], 4),
         "first_ms": round(first_ms, 4),
@@ -237,7 +248,7 @@ def run(args):
         line["first_median_ms"] = round(first_median_ms, 4)
         line["eager_first_median_ms"] = round(eager_first_median_ms, 4)
         line["first_median_ratio"] = round(first_median_ms / eager_first_median_ms, 4)
-        if args.device == "cuda":
+        if args.device == "cuda" and not args.create_graph:
             line["floor_ms"] = round(backward_floor_ms(model, batch, last), 4)
             line["floor_ratio"] = round(line["median_ms"] / line["floor_ms"], 4)
     return line
@@ -251,6 +262,9 @@ def main(argv=None):
     parser.add_argument("--iters", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--config", default=None, help="a gradd policy file")
+    parser.add_argument("--create-graph", action="store_true",
+                        help="time gradient-penalty steps (a create_graph backward, then a "
+                             "backward through it)")
     args = parser.parse_args(argv)
     if args.iters < 1 or args.warmup < 1:
         parser.error("--iters and --warmup must be at least 1")

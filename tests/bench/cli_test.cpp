@@ -126,6 +126,19 @@ TEST_CASE("gradd-bench --deterministic says so in its line", "[bench][cli]") {
   CHECK_THAT(deterministic.out, Catch::Contains("\"max_rel_grad_diff\": 0,"));
 }
 
+TEST_CASE("gradd-bench --create-graph times gradient-penalty steps on plans", "[bench][cli]") {
+  auto policy = gradd::test::policy_file("compile:\n  mode: sync\n");
+  auto r = run_bench({"--config=" + policy, "--model=mlp", "--mode", "both", "--iters=2",
+                      "--warmup=0", "--create-graph"});
+  INFO(r.err);
+  CHECK(r.exited(0));
+  CHECK_THAT(r.out, Catch::Contains("\"create_graph\": true"));
+  // Both backwards of each timed step, gradients equal to the stock engine's.
+  CHECK_THAT(r.out, Catch::Contains("\"plan_backwards\": 4"));
+  CHECK_THAT(r.out, Catch::Contains("\"eager_backwards\": 0,"));
+  CHECK_THAT(r.out, Catch::Contains("\"max_rel_grad_diff\": 0,"));
+}
+
 TEST_CASE("gradd-bench's stock working set holds at least its stock backward's peak",
           "[bench][cli]") {
   // Kept to the backward's end, no saved tensor gives its memory to a gradient.
