@@ -9,6 +9,7 @@
 
 #include "compiler/exec_info.hpp"
 #include "config/log.hpp"
+#include "cuda/device_seeds.hpp"
 #include "cuda/graph_cache.hpp"
 #include "cuda/shape_key.hpp"
 #include "cuda/shape_probe.hpp"
@@ -93,6 +94,25 @@ constexpr uint32_t max_parameter_moves = 3;
 bool callers_mistake(std::string_view error) {
   return error.find(torch::autograd::ERR_BACKWARD_TWICE) != std::string_view::npos
          || error.find("modified by an inplace operation") != std::string_view::npos;
+}
+
+/// The name of the first node of `c` that runs and saved a tensor on the
+/// CPU, each node lifted alone: what keeps its structure on plans, said once.
+std::string holder_of_cpu_tensor(const hit_call& c) {
+  for (uint32_t i = 0; i < c.table.nodes.size(); ++i) {
+    if (!compiler::should_execute(c.table.nodes[i]))
+      continue;
+    ca::AutogradCompilerCall alone(ca::SizeInput::STATIC);
+    try {
+      functional::lift_node_hashed(alone, *c.nodes[i], c.table.nodes[i]);
+    } catch (const std::exception&) {
+      continue;
+    }
+    for (const auto& t : alone.tensor_args.inputs)
+      if (t.defined() && !t.is_cuda())
+        return "in " + c.nodes[i]->name();
+  }
+  return "in a node lifted with the others";
 }
 
 } // namespace
@@ -205,6 +225,7 @@ std::optional<variable_list> replay_hit(const hit_call& c, structure_graphs& s, 
 
 std::optional<lifted_inputs> lift_inputs(const hit_call& c, std::string& why) {
   lifted_inputs lifted{std::make_shared<ca::AutogradCompilerCall>(ca::SizeInput::STATIC)};
+  lifted.device_seeds = move_dropout_seeds_to_device(c.nodes);
   std::optional<uint64_t> shape;
   try {
     shape = shape_key(*lifted.call, functional::lift_nodes_hashed(*lifted.call, c.nodes, c.table));
@@ -219,7 +240,7 @@ std::optional<lifted_inputs> lift_inputs(const hit_call& c, std::string& why) {
   }
   for (const auto& t : lifted.call->tensor_args.inputs)
     if (t.defined() && !t.is_cuda()) {
-      why = "a saved tensor is on the CPU";
+      why = "a saved tensor is on the CPU (" + holder_of_cpu_tensor(c) + ")";
       return std::nullopt;
     }
   lifted.shape = *shape;

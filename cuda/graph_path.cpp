@@ -20,7 +20,6 @@ namespace gradd::cuda {
 
 namespace {
 
-namespace ca = torch::dynamo::autograd;
 namespace functional = engine::functional;
 using torch::autograd::variable_list;
 
@@ -77,7 +76,7 @@ std::optional<std::vector<uint32_t>> claim_capture(structure_graphs& s, uint64_t
 variable_list plan_then_capture(const graph_call& c,
                                 const std::shared_ptr<structure_graphs>& graphs, uint64_t shape,
                                 std::vector<uint32_t> copied, c10::Stream stream,
-                                std::shared_ptr<ca::AutogradCompilerCall> lifted) {
+                                lifted_inputs lifted) {
   auto& s = *graphs;
   functional::graph backward;
   backward.walk.nodes = c.nodes;
@@ -104,7 +103,8 @@ variable_list plan_then_capture(const graph_call& c,
   request->shape = shape;
   request->root = c.root;
   request->task = c.task.shared_from_this();
-  request->lifted = std::move(lifted);
+  request->lifted = std::move(lifted.call);
+  request->device_seeds = lifted.device_seeds;
   request->num_outputs = c.outputs.size();
   request->passes = c.config.passes.effective_pipeline();
   request->delay_ms = c.config.compile.delay_ms;
@@ -207,7 +207,7 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
       return std::nullopt;
   }
   return plan_then_capture(c, structure, shape, std::move(*copied), *stream,
-                           std::move(lifted->call));
+                           std::move(*lifted));
 }
 
 void add_graph_statistics(statistics& s) {
