@@ -9,6 +9,7 @@
 #include "cuda/backward_graph.hpp"
 
 #include "cuda/batched_copy.hpp"
+#include "cuda/capture_gate.hpp"
 #include "cuda/graph_cache.hpp"
 #include "cuda/static_buffer.hpp"
 #include "engine/functional/capture.hpp"
@@ -47,7 +48,8 @@ void wait_for(c10::cuda::CUDAStream other, c10::cuda::CUDAStream stream) {
   queued.block(stream);
 }
 
-/// One stream capture into a private pool of the caching allocator, as
+/// One stream capture behind the capture gate (Note [Device synchronizes
+/// during captures]) into a private pool of the caching allocator, as
 /// at::cuda::CUDAGraph makes it, without the generator registration (see
 /// backward_graph::capture). The allocator counts each capture into a pool
 /// as one of its users; one that end() ended hands that share to the
@@ -99,6 +101,7 @@ public:
   }
 
 private:
+  capture_gate_scope gate_;  // first in, last out: around the whole capture
   c10::DeviceIndex device_;
   c10::MempoolId_t pool_;
   cudaStream_t stream_;

@@ -1,7 +1,10 @@
 // The graph path of a build without the CUDA toolkit: every backward stays
 // on its plan (see graph_path.hpp).
 
+#include "cuda/capture_gate.hpp"
 #include "cuda/graph_path.hpp"
+
+#include <ATen/detail/CUDAHooksInterface.h>
 
 namespace gradd::cuda {
 
@@ -47,6 +50,11 @@ bool wait_graph_captures(std::chrono::milliseconds) {
 
 bool drain_graph_captures(std::chrono::milliseconds) {
   return true;
+}
+
+void synchronize_after_captures() {  // no captures without the CUDA toolkit
+  const auto& hooks = at::detail::getCUDAHooks();
+  hooks.deviceSynchronize(hooks.getCurrentDevice());
 }
 
 } // namespace gradd::cuda

@@ -5,6 +5,7 @@
 // a backward on another Python thread may be holding a node that does.
 
 #include "config/loader.hpp"
+#include "cuda/capture_gate.hpp"
 #include "engine/detail/entry_gate.hpp"
 #include "engine/gradd.hpp"
 
@@ -107,6 +108,12 @@ PYBIND11_MODULE(_native, m) {
     return gradd::engine::detail::enter_entry_gate();
   });
   m.def("leave_gate", &gradd::engine::detail::leave_entry_gate);
+
+  // Note [Device synchronizes during captures] (cuda/capture_gate.hpp).
+  m.def("synchronize_device", [] {
+    py::gil_scoped_release released;  // a capture may run a Python node
+    gradd::cuda::synchronize_after_captures();
+  });
 
   py::class_<scope<gradd::enable_guard>>(m, "EnableScope")
       .def(py::init([](const std::optional<std::string>& config) {

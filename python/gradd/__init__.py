@@ -88,6 +88,28 @@ def _gate_python_backwards() -> None:
 _gate_python_backwards()
 
 
+# Note [Device synchronizes during captures] (cuda/capture_gate.hpp): a
+# device-wide synchronize while gradd captures a CUDA graph on its own
+# thread would fail and spoil that capture. torch.cuda.synchronize, here,
+# waits for the capture in flight first (a few milliseconds at most).
+def _gate_device_synchronize() -> None:
+    synchronize = torch.cuda.synchronize
+    if getattr(synchronize, "_gradd_gate", False):
+        return
+
+    def _synchronize(device=None) -> None:
+        torch.cuda._lazy_init()
+        with torch.cuda.device(device):
+            _native.synchronize_device()
+
+    _synchronize.__doc__ = synchronize.__doc__
+    _synchronize._gradd_gate = True
+    torch.cuda.synchronize = _synchronize
+
+
+_gate_device_synchronize()
+
+
 def enable(config: Optional[str] = None) -> None:
     """Serves the process's backwards with gradd, under the policy file
     ``config`` (default: ``$GRADD_CONFIG``, else the defaults). Inside an

@@ -42,6 +42,47 @@ def test_cuda_backwards_bitwise(tmp_path, graphs):
     assert (s["graph_backwards"] >= 1) == graphs
 
 
+@cuda
+def test_device_synchronizes_wait_for_captures(tmp_path):
+    """Note [Device synchronizes during captures]: a thread synchronizing the
+    device in a loop and a loop synchronizing every step, while each new
+    shape is captured in the background: no error, every capture kept."""
+    import threading
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(),
+                                torch.nn.Linear(64, 8)).cuda()
+    stop, errors = threading.Event(), []
+
+    def synchronize_in_a_loop():
+        try:
+            while not stop.is_set():
+                torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001  (the test reports it)
+            errors.append(e)
+
+    text = SYNC + "cuda_graphs:\n  enabled: true\n  mode: static\n"
+    thread = threading.Thread(target=synchronize_in_a_loop)
+    thread.start()
+    try:
+        with gradd.enabled(write_policy(tmp_path, text)):
+            for step in range(24):
+                x = torch.randn(8 << (step % 4), 64, device="cuda")
+                model(x).square().mean().backward()
+                torch.cuda.synchronize()
+            gradd.wait_for_compiles()
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors
+    s = gradd.stats()
+    assert s["graph_capture_failures"] == 0 and s["graphs"] == 4 and s["graph_backwards"] > 0
+
+
+def test_torch_cuda_synchronize_goes_through_the_capture_gate():
+    assert getattr(torch.cuda.synchronize, "_gradd_gate", False)
+
+
 @two_gpus
 def test_ddp_two_nccl_ranks_bitwise(tmp_path, sync_policy):
     train_and_compare(tmp_path, sync_policy, "nccl")

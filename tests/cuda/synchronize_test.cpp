@@ -1,0 +1,73 @@
+// Device synchronizes while gradd captures CUDA graphs in the background
+// (Note [Device synchronizes during captures], cuda/capture_gate.hpp): the
+// synchronize waits for the capture in flight, and neither fails.
+
+#include "cuda/graph_loop.hpp"
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+using gradd::test::clear_grads;
+using gradd::test::have_cuda;
+using gradd::test::mlp;
+using gradd::test::policy;
+using gradd::test::run_loop;
+
+TEST_CASE("a training loop that synchronizes the device every step keeps its captures",
+          "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  mlp m;
+  auto params = m.parameters();
+  gradd::reset();
+  gradd::enable_guard on{policy(gradd::graph_shape_policy::static_shapes)};
+  // Four shapes in turn: each is captured while the next steps run and
+  // synchronize, without waiting for the capture.
+  for (int64_t step = 0; step < 40; ++step) {
+    INFO("step " << step);
+    clear_grads(params);
+    m.loss(int64_t{8} << (step % 4), step).backward();
+    torch::cuda::synchronize();  // as a loop that times its steps does
+  }
+  REQUIRE(gradd::wait_for_compiles());
+  auto s = gradd::stats();
+  CHECK(s.graph_capture_failures == 0);
+  CHECK(s.graphs == 4);
+  CHECK(s.graph_backwards > 0);
+}
+
+TEST_CASE("device synchronizes on another thread wait for captures", "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> synchronizes{0};
+  std::string error;
+  std::thread synchronizing([&] {
+    try {
+      while (!stop.load()) {
+        torch::cuda::synchronize();
+        synchronizes.fetch_add(1);
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  gradd::statistics s;
+  try {
+    // Each new shape is captured while the other thread synchronizes; every
+    // step's gradients are the stock engine's.
+    s = run_loop(policy(gradd::graph_shape_policy::static_shapes), {8, 16, 32, 48, 8, 16, 32, 48});
+  } catch (...) {
+    stop = true;
+    synchronizing.join();
+    throw;
+  }
+  stop = true;
+  synchronizing.join();
+  CHECK(error.empty());
+  CHECK(synchronizes.load() > 0);
+  CHECK(s.graph_capture_failures == 0);
+  CHECK(s.graph_recordings == 4);
+  CHECK(s.graph_backwards == 4);
+}
