@@ -213,8 +213,7 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
         return graph_handle(twin.graph, &cudaGraphDestroy);
       },
       request.lifted->tensor_args.inputs, request.copied);
-  g->stale_reads_harmless_ =
-      g->stale_reads_harmless_ && !request.device_seeds && g->find_live_holders(recording);
+  g->stale_reads_harmless_ = g->stale_reads_harmless_ && g->find_live_holders(recording);
 
   size_t copies = 0;
   for (size_t i = 0; i < g->inputs_.size(); ++i)

@@ -79,9 +79,6 @@ struct capture_request {
   /// kernel whose nodes the driver refused new arguments (Known gaps,
   /// design.md). Sorted.
   std::vector<uint32_t> copied;
-  /// Its dropout seeds were moved to the device (Note [Dropout seeds on the
-  /// device]): fresh tensors every backward, which no early launch can read.
-  bool device_seeds = false;
   log_level level = log_level::warning;
 };
 

@@ -1,9 +1,12 @@
-// Dropout seeds moved to the device (see device_seeds.hpp).
+// Stand-ins for unused dropout seeds (see device_seeds.hpp).
 
 #include "cuda/device_seeds.hpp"
 
+#include <ATen/ops/zeros.h>
 #include <torch/csrc/autograd/generated/Functions.h>
 
+#include <map>
+#include <mutex>
 #include <typeinfo>
 
 namespace gradd::cuda {
@@ -13,37 +16,41 @@ namespace {
 using torch::autograd::SavedVariable;
 using EfficientAttention = torch::autograd::generated::ScaledDotProductEfficientAttentionBackward0;
 
-/// Replaces `saved`, a CPU tensor, by a copy on `device`; false where it is
-/// not one (or hidden behind pack hooks).
-bool move_to(SavedVariable& saved, c10::Device device) {
+/// One zero tensor per device and layout: its value is never read.
+at::Tensor stand_in(const at::Tensor& like, c10::Device device) {
+  static std::mutex mutex;
+  static std::map<std::pair<c10::DeviceIndex, std::vector<int64_t>>, at::Tensor> kept;
+  std::lock_guard lock(mutex);
+  auto& t = kept[{device.index(), like.sizes().vec()}];
+  if (!t.defined())
+    t = at::zeros(like.sizes(), like.options().device(device));
+  return t;
+}
+
+/// Replaces `saved`, an int64 CPU tensor, by its stand-in on `device`.
+void stand_in_for(SavedVariable& saved, c10::Device device) {
   auto data = saved.get_raw_data();
-  if (!data || !data->defined() || !data->is_cpu())
-    return false;
-  // A copy from pageable memory of a few bytes is staged by the driver at
-  // once; the stream's queued work is not waited for.
-  auto on_device = data->to(device, /*non_blocking=*/true);
-  saved = SavedVariable(on_device, /*is_output=*/false);
-  return true;
+  if (data && data->defined() && data->is_cpu() && data->scalar_type() == at::kLong)
+    saved = SavedVariable(stand_in(*data, device), /*is_output=*/false);
 }
 
 } // namespace
 
-bool move_dropout_seeds_to_device(const std::vector<torch::autograd::Node*>& nodes) {
-  bool moved = false;
+void stand_in_for_unused_seeds(const std::vector<torch::autograd::Node*>& nodes) {
   for (auto* node : nodes) {
     if (node == nullptr || typeid(*node) != typeid(EfficientAttention))
       continue;
     auto& attention = static_cast<EfficientAttention&>(*node);
+    if (attention.dropout_p != 0.0)
+      continue;  // the backward reads them
     auto query = attention.query_.get_raw_data();
     if (!query || !query->defined() || !query->is_cuda())
       continue;
-    // Both or neither: the backward reads them as one state.
     if (attention.philox_seed_.has_hooks() || attention.philox_offset_.has_hooks())
       continue;
-    moved = move_to(attention.philox_seed_, query->device()) | moved;
-    moved = move_to(attention.philox_offset_, query->device()) | moved;
+    stand_in_for(attention.philox_seed_, query->device());
+    stand_in_for(attention.philox_offset_, query->device());
   }
-  return moved;
 }
 
 } // namespace gradd::cuda

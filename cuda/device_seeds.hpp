@@ -2,16 +2,16 @@
 
 // Note [Dropout seeds on the device]
 // PyTorch's memory-efficient attention saves its dropout seed and offset as
-// CPU tensors, which its backward reads on the host and passes to its kernel
-// by value: a graph would replay the values of the step it was captured
-// from. Given the same values in device memory, the same backward reads
-// them there instead, and its gradients are the same bits (measured on an
-// H100 for dropout 0 and 0.1; `[cuda]` cases check it through the engine).
-// So before a backward is lifted for the graph path, each such node gets
-// device copies of its seed and offset in place of the CPU ones: the graph
-// reads them as inputs, fresh at every replay. The plan, should it serve the
-// backward after all, runs the node on the device copies, bitwise the same.
-// Other nodes that save CPU tensors keep their structure on plans.
+// CPU tensors, which no graph can read. With dropout off its backward never
+// reads them, so before a backward is lifted for the graph path each such
+// node gets one device tensor of the same layout standing in for both: the
+// node, its plan and its graph give the same bits (`[cuda]` case "memory-
+// efficient attention..."), and the stand-in, one per device, never moves.
+// With dropout on, its backward dereferences the seed on the host outside a
+// capture and reads device memory inside one (measured on an H100: a device
+// copy crashes the plan), so no stand-in serves both the plan and the graph;
+// those structures stay on plans, the reason naming the node. Cutting such a
+// node out of the graph (piecewise graphs) is the way to capture them.
 
 #include <vector>
 
@@ -21,10 +21,10 @@ struct Node;
 
 namespace gradd::cuda {
 
-/// Gives every memory-efficient attention node among `nodes` device copies
-/// of the dropout seed and offset it saved on the CPU (Note [Dropout seeds
-/// on the device]); returns whether any node got them. Skips nodes whose
-/// saved tensors have pack hooks: only those hooks may read them.
-bool move_dropout_seeds_to_device(const std::vector<torch::autograd::Node*>& nodes);
+/// Gives every memory-efficient attention node among `nodes` whose dropout
+/// is off a device stand-in for the dropout seed and offset it saved on the
+/// CPU (Note [Dropout seeds on the device]). Skips saved tensors with pack
+/// hooks: only those hooks may read them.
+void stand_in_for_unused_seeds(const std::vector<torch::autograd::Node*>& nodes);
 
 } // namespace gradd::cuda

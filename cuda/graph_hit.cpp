@@ -225,7 +225,7 @@ std::optional<variable_list> replay_hit(const hit_call& c, structure_graphs& s, 
 
 std::optional<lifted_inputs> lift_inputs(const hit_call& c, std::string& why) {
   lifted_inputs lifted{std::make_shared<ca::AutogradCompilerCall>(ca::SizeInput::STATIC)};
-  lifted.device_seeds = move_dropout_seeds_to_device(c.nodes);
+  stand_in_for_unused_seeds(c.nodes);
   std::optional<uint64_t> shape;
   try {
     shape = shape_key(*lifted.call, functional::lift_nodes_hashed(*lifted.call, c.nodes, c.table));

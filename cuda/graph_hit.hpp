@@ -78,13 +78,11 @@ replay_hit(const hit_call& c, structure_graphs& s, uint64_t shape,
 struct lifted_inputs {
   std::shared_ptr<torch::dynamo::autograd::AutogradCompilerCall> call;
   uint64_t shape = 0;
-  /// Dropout seeds were moved to the device for the lift (Note [Dropout
-  /// seeds on the device]).
-  bool device_seeds = false;
 };
 
 /// Lifts the inputs of `c`'s backward (the order functional capture lifts
-/// in), its dropout seeds moved to the device first, and keys their shape. Nullopt where no graph can serve it, with
+/// in), unused dropout seeds given device stand-ins first (Note [Dropout
+/// seeds on the device]), and keys their shape. Nullopt where no graph can serve it, with
 /// `why` saying why its structure should stay on plans; `why` empty where
 /// the caller's mistake is to blame (callers_mistake: the plan raises the
 /// stock engine's error, and the structure keeps its graphs).

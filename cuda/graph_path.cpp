@@ -20,6 +20,7 @@ namespace gradd::cuda {
 
 namespace {
 
+namespace ca = torch::dynamo::autograd;
 namespace functional = engine::functional;
 using torch::autograd::variable_list;
 
@@ -76,7 +77,7 @@ std::optional<std::vector<uint32_t>> claim_capture(structure_graphs& s, uint64_t
 variable_list plan_then_capture(const graph_call& c,
                                 const std::shared_ptr<structure_graphs>& graphs, uint64_t shape,
                                 std::vector<uint32_t> copied, c10::Stream stream,
-                                lifted_inputs lifted) {
+                                std::shared_ptr<ca::AutogradCompilerCall> lifted) {
   auto& s = *graphs;
   functional::graph backward;
   backward.walk.nodes = c.nodes;
@@ -103,8 +104,7 @@ variable_list plan_then_capture(const graph_call& c,
   request->shape = shape;
   request->root = c.root;
   request->task = c.task.shared_from_this();
-  request->lifted = std::move(lifted.call);
-  request->device_seeds = lifted.device_seeds;
+  request->lifted = std::move(lifted);
   request->num_outputs = c.outputs.size();
   request->passes = c.config.passes.effective_pipeline();
   request->delay_ms = c.config.compile.delay_ms;
@@ -207,7 +207,7 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
       return std::nullopt;
   }
   return plan_then_capture(c, structure, shape, std::move(*copied), *stream,
-                           std::move(*lifted));
+                           std::move(lifted->call));
 }
 
 void add_graph_statistics(statistics& s) {
