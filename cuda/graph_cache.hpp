@@ -53,6 +53,9 @@ struct structure_graphs {
   std::unordered_map<uint64_t, std::optional<uint64_t>> probed_shapes;
   bool probe_fails = false;  ///< its probe has no key (a symbolic or nested shape): no bets by probe
   uint32_t parameter_moves = 0;  ///< graphs dropped for a parameter at another address
+  /// Its nodes were found liftable (no Python node): once per structure,
+  /// whose key fixes the nodes' types. Read without the mutex.
+  std::atomic<bool> nodes_vetted{false};
 
   /// Notes that `shape`'s probe has key `probe`; nullopt: that it has none.
   /// Call with `mutex` held.

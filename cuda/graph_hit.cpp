@@ -20,8 +20,10 @@
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <iterator>
 #include <string_view>
+#include <typeinfo>
 
 namespace gradd::cuda {
 
@@ -143,6 +145,18 @@ bool has_hooks(const compiler::graph& table) {
     if (compiler::should_execute(info) && info.hooks != compiler::hook_counts{})
       return true;
   return false;
+}
+
+std::optional<uint32_t> python_node(const compiler::graph& table,
+                                    const std::vector<torch::autograd::Node*>& nodes) {
+  // By the type's name: libtorch_python, which defines it, may be loaded
+  // privately (RTLD_LOCAL), and gradd does not link it.
+  static constexpr const char* py_node = "N5torch8autograd6PyNodeE";
+  for (uint32_t i = 0; i < table.nodes.size(); ++i)
+    if (compiler::should_execute(table.nodes[i]) && nodes[i] != nullptr
+        && std::strcmp(typeid(*nodes[i]).name(), py_node) == 0)
+      return i;
+  return std::nullopt;
 }
 
 void keep_on_plans(structure_graphs& s, const hit_call& c, const std::string& why) {

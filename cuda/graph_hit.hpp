@@ -36,6 +36,14 @@ std::optional<c10::Stream> single_stream(const compiler::graph& table,
 /// which a graph does not have.
 bool has_hooks(const compiler::graph& table);
 
+/// The walk-order number of the first node that runs and is a Python
+/// autograd.Function (libtorch_python's PyNode), if there is one. Lifting
+/// one runs Python, which the hook may not (it runs without the GIL: a
+/// reentrant checkpoint's structure crashed the process there), and no
+/// graph could hold it.
+std::optional<uint32_t> python_node(const compiler::graph& table,
+                                    const std::vector<torch::autograd::Node*>& nodes);
+
 /// What a graph hit needs of its backward, from either entry: the hook's
 /// graph_call or a bet served before the engine (bet_call).
 struct hit_call {

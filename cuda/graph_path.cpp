@@ -156,6 +156,14 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
     keep_on_plans(*structure, hit, "it has hooks");
     return std::nullopt;
   }
+  if (!structure->nodes_vetted.load(std::memory_order_acquire)) {
+    if (auto at = python_node(c.table, c.nodes)) {
+      keep_on_plans(*structure, hit,
+                    "it runs a Python autograd.Function (node " + std::to_string(*at) + ")");
+      return std::nullopt;
+    }
+    structure->nodes_vetted.store(true, std::memory_order_release);
+  }
 
   hit_times times{std::chrono::steady_clock::now(), {}};
   if (!weighed && policy.early_launch)

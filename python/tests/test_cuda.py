@@ -80,6 +80,39 @@ def test_device_synchronizes_wait_for_captures(tmp_path):
     assert s["graph_capture_failures"] == 0 and s["graphs"] >= 4 and s["graph_backwards"] > 0
 
 
+@cuda
+@pytest.mark.parametrize("reentrant", [True, False])
+def test_checkpointing_with_dropout_under_graphs(tmp_path, reentrant):
+    """Checkpointed residual blocks with dropout under cuda_graphs: bitwise,
+    no crash. A reentrant checkpoint's structure holds Python Functions,
+    which keep it on plans (lifting one runs Python without the GIL: that
+    crashed the process)."""
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    blocks = torch.nn.ModuleList(
+        torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Dropout(0.1),
+                            torch.nn.Linear(64, 64)) for _ in range(3)).cuda()
+
+    def step(i):
+        for p in blocks.parameters():
+            p.grad = None
+        torch.manual_seed(100 + i)
+        x = torch.randn(16, 64, device="cuda", requires_grad=True)
+        for block in blocks:
+            x = x + checkpoint(block, x, use_reentrant=reentrant)
+        x.square().mean().backward()
+        return [p.grad.clone() for p in blocks.parameters()]
+
+    stock = [step(i) for i in range(6)]
+    text = SYNC + "cuda_graphs:\n  enabled: true\n  mode: static\n"
+    with gradd.enabled(write_policy(tmp_path, text)):
+        for i in range(6):
+            assert all_bits_equal(stock[i], step(i)), f"step {i}"
+            gradd.wait_for_compiles()
+    assert gradd.stats()["graph_capture_failures"] == 0
+
+
 def test_torch_cuda_synchronize_goes_through_the_capture_gate():
     assert getattr(torch.cuda.synchronize, "_gradd_gate", False)
 
