@@ -117,6 +117,15 @@ def test_torch_cuda_synchronize_goes_through_the_capture_gate():
     assert getattr(torch.cuda.synchronize, "_gradd_gate", False)
 
 
+@cuda
+@pytest.mark.parametrize("graphs", [False, True])
+def test_ddp_one_nccl_rank_bitwise(tmp_path, graphs):
+    """World size 1 over NCCL on one GPU: the reducer's hooks and bucket
+    all-reduces run from plans (its hooks keep graphs off the structure)."""
+    text = SYNC + ("cuda_graphs:\n  enabled: true\n  mode: static\n" if graphs else "")
+    train_and_compare(tmp_path, write_policy(tmp_path, text), "nccl", world=1)
+
+
 @two_gpus
 def test_ddp_two_nccl_ranks_bitwise(tmp_path, sync_policy):
     train_and_compare(tmp_path, sync_policy, "nccl")

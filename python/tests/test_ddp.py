@@ -44,8 +44,8 @@ def train(rank, world, port, policy, use_gradd, out, backend="gloo"):
 
 
 def run_ranks(args, seconds=120):
-    """Runs `train` on 2 ranks; fails (and kills them) after `seconds`."""
-    ranks = mp.spawn(train, args=args, nprocs=2, join=False)
+    """Runs `train` on `args[0]` ranks; fails (and kills them) after `seconds`."""
+    ranks = mp.spawn(train, args=args, nprocs=args[0], join=False)
     deadline = time.monotonic() + seconds
     while not ranks.join(timeout=1):
         if time.monotonic() > deadline:
@@ -60,12 +60,12 @@ def free_port():
         return s.getsockname()[1]
 
 
-def train_and_compare(tmp_path, policy, backend="gloo"):
-    """Trains on 2 ranks on the stock engine, then under gradd; requires
+def train_and_compare(tmp_path, policy, backend="gloo", world=2):
+    """Trains on `world` ranks on the stock engine, then under gradd; requires
     every rank's parameters bitwise equal and plans serving every backward."""
     for use_gradd in (False, True):
-        run_ranks((2, free_port(), policy, use_gradd, str(tmp_path), backend))
-    for rank in range(2):
+        run_ranks((world, free_port(), policy, use_gradd, str(tmp_path), backend))
+    for rank in range(world):
         stock = torch.load(tmp_path / f"stock-{rank}.pt")
         ours = torch.load(tmp_path / f"gradd-{rank}.pt")
         assert ours["stats"]["plan_backwards"] == 5, ours["stats"]
