@@ -81,6 +81,12 @@ graph_cache& graph_cache::instance() {
   return *cache;
 }
 
+std::shared_ptr<structure_graphs> graph_cache::find(uint64_t id) {
+  std::shared_lock lock(mutex_);
+  auto it = structures_.find(id);
+  return it != structures_.end() ? it->second : nullptr;
+}
+
 std::shared_ptr<structure_graphs> graph_cache::structure(uint64_t id) {
   {
     std::shared_lock lock(mutex_);

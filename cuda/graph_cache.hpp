@@ -53,6 +53,7 @@ struct structure_graphs {
   std::unordered_map<uint64_t, std::optional<uint64_t>> probed_shapes;
   bool probe_fails = false;  ///< its probe has no key (a symbolic or nested shape): no bets by probe
   uint32_t parameter_moves = 0;  ///< graphs dropped for a parameter at another address
+  std::atomic<uint64_t> graph_backwards{0};  ///< served by its graphs; read without the mutex
   /// Its nodes were found liftable (no Python node): once per structure,
   /// whose key fixes the nodes' types. Read without the mutex.
   std::atomic<bool> nodes_vetted{false};
@@ -115,6 +116,9 @@ public:
 
   /// The graphs of structure `id`, created empty on first use.
   std::shared_ptr<structure_graphs> structure(uint64_t id);
+
+  /// Structure `id`'s graphs, or null where the graph path never saw it.
+  std::shared_ptr<structure_graphs> find(uint64_t id);
 
   /// Drops every graph (reset()); graphs a backward is replaying go when it
   /// ends.

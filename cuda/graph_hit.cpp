@@ -230,6 +230,7 @@ std::optional<variable_list> replay_hit(const hit_call& c, structure_graphs& s, 
     return std::nullopt;
   }
   counters.graph_backwards.fetch_add(1, std::memory_order_relaxed);
+  s.graph_backwards.fetch_add(1, std::memory_order_relaxed);
   if (!probed && c.config.cuda_graphs.early_launch)
     learn_probe(s, shape, backward);
   if (!c.keep_graph)

@@ -246,6 +246,20 @@ void add_graph_statistics(statistics& s) {
   s.backwards_during_capture = counters.during_capture.load();
 }
 
+void add_graph_coverage(graph_statistics& g) {
+  auto structure = graph_cache::instance().find(g.id);
+  if (!structure)
+    return;
+  g.graph_backwards = structure->graph_backwards.load(std::memory_order_relaxed);
+  std::lock_guard lock(structure->mutex);
+  g.plans_only = structure->plan_only;
+  for (const auto& [shape, slot] : structure->shapes)
+    if (slot.graph) {
+      g.cuda_graphs += 1;
+      g.graph_kernels += slot.graph->node_count();
+    }
+}
+
 void reset_graph_statistics() {
   graph_cache::instance().counters.reset();
 }

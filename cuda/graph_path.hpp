@@ -123,6 +123,10 @@ at::Tensor shared_seed(const at::Tensor& loss);
 /// Adds the graph path's counters to `s`.
 void add_graph_statistics(statistics& s);
 
+/// Fills in what CUDA graphs cover of structure `g` (its graphs, their
+/// backwards and kernels, or why it stays on plans).
+void add_graph_coverage(graph_statistics& g);
+
 /// Zeroes the graph path's counters.
 void reset_graph_statistics();
 

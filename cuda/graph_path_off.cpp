@@ -40,6 +40,8 @@ at::Tensor shared_seed(const at::Tensor&) {
 
 void add_graph_statistics(statistics&) {}
 
+void add_graph_coverage(graph_statistics&) {}
+
 void reset_graph_statistics() {}
 
 void drop_graphs() {}

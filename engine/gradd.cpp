@@ -155,7 +155,10 @@ statistics stats() {
 }
 
 std::vector<graph_statistics> graph_stats() {
-  return engine_state::instance().table.statistics();
+  auto all = engine_state::instance().table.statistics();
+  for (auto& g : all)
+    cuda::add_graph_coverage(g);
+  return all;
 }
 
 bool wait_for_compiles(std::chrono::milliseconds timeout) {

@@ -141,6 +141,15 @@ struct graph_statistics {
   uint64_t compiles = 0;
   double compile_ms = 0;         ///< capture to plan, in the pipeline
   std::optional<fallback_reason> fallback;  ///< why it failed, when failed
+  // Its CUDA graphs (policy cuda_graphs); zero and empty on the CPU.
+  uint32_t cuda_graphs = 0;      ///< alive, one per shape
+  uint64_t graph_backwards = 0;  ///< its backwards a CUDA graph served
+  /// Kernels, copies and memsets in its graphs (the driver's node count):
+  /// each graph holds its whole backward, every node of it replayed.
+  uint64_t graph_kernels = 0;
+  /// Why it stays on plans under cuda_graphs, naming the node to blame
+  /// where there is one; empty while it may get graphs.
+  std::string plans_only;
 };
 
 /// Enables gradd for the whole process with `config`, replacing the settings
@@ -168,7 +177,8 @@ void reset();
 /// Returns the statistics. Thread-safe.
 statistics stats();
 
-/// Returns each captured structure's statistics. Thread-safe.
+/// Returns each captured structure's statistics, with what CUDA graphs
+/// cover of it. Thread-safe.
 std::vector<graph_statistics> graph_stats();
 
 /// Waits until no compile and no CUDA graph capture is in flight, at most

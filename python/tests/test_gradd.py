@@ -34,6 +34,9 @@ def test_plans_serve_backward_bitwise(sync_policy):
     for run in runs:
         assert all_bits_equal(stock, run)
     assert [(g["state"], g["fallback"]) for g in gradd.graph_stats()] == [("ready", None)]
+    # No CUDA graph covers a CPU structure, and none is refused either.
+    assert [(g["cuda_graphs"], g["graph_backwards"], g["graph_kernels"], g["plans_only"])
+            for g in gradd.graph_stats()] == [(0, 0, 0, "")]
 
 
 def test_autograd_grad_with_several_outputs(sync_policy):

@@ -11,6 +11,8 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
+using gradd::test::clear_grads;
+using gradd::test::grads_of;
 using gradd::test::have_cuda;
 using gradd::test::mlp;
 using gradd::test::policy;
@@ -432,4 +434,38 @@ TEST_CASE("with CUDA graphs on, CPU backwards stay on plans, bitwise", "[graphs]
   }, 3);
   CHECK(s.plan_backwards == 3);
   CHECK(s.graph_backwards + s.graph_recordings + s.backwards_during_capture + s.graphs == 0);
+}
+
+TEST_CASE("graph_stats says what CUDA graphs cover of each structure", "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  auto only = [] {
+    auto all = gradd::graph_stats();
+    REQUIRE(all.size() == 1);
+    return all[0];
+  };
+  SECTION("a structure served by graphs: one per shape, every backward after its capture") {
+    run_loop(policy(gradd::graph_shape_policy::static_shapes), {8, 16, 8, 16, 8});
+    auto g = only();
+    CHECK(g.cuda_graphs == 2);
+    CHECK(g.graph_backwards == 3);
+    CHECK(g.graph_kernels > 0);
+    CHECK(g.plans_only.empty());
+  }
+  SECTION("a structure with a hook stays on plans, and says so") {
+    mlp m;
+    auto params = m.parameters();
+    auto hooked = [&](size_t step) {
+      clear_grads(params);
+      auto h = m.hidden(8, static_cast<int64_t>(step));
+      h.register_hook([](Tensor g) { return g; });
+      h.square().mean().backward();
+      return grads_of(params);
+    };
+    gradd::test::compare_steps(policy(gradd::graph_shape_policy::static_shapes), 3, hooked);
+    auto g = only();
+    CHECK(g.cuda_graphs == 0);
+    CHECK(g.graph_backwards == 0);
+    CHECK(g.plans_only == "it has hooks");
+  }
 }
