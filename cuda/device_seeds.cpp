@@ -36,11 +36,18 @@ void stand_in_for(SavedVariable& saved, c10::Device device) {
 
 } // namespace
 
-void stand_in_for_unused_seeds(const std::vector<torch::autograd::Node*>& nodes) {
-  for (auto* node : nodes) {
-    if (node == nullptr || typeid(*node) != typeid(EfficientAttention))
-      continue;
-    auto& attention = static_cast<EfficientAttention&>(*node);
+std::vector<uint32_t> attention_nodes(const std::vector<torch::autograd::Node*>& nodes) {
+  std::vector<uint32_t> found;
+  for (uint32_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i] != nullptr && typeid(*nodes[i]) == typeid(EfficientAttention))
+      found.push_back(i);
+  return found;
+}
+
+void stand_in_for_unused_seeds(const std::vector<torch::autograd::Node*>& nodes,
+                               const std::vector<uint32_t>& attention_at) {
+  for (uint32_t i : attention_at) {
+    auto& attention = static_cast<EfficientAttention&>(*nodes[i]);
     if (attention.dropout_p != 0.0)
       continue;  // the backward reads them
     auto query = attention.query_.get_raw_data();

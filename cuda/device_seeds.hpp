@@ -13,6 +13,7 @@
 // those structures stay on plans, the reason naming the node. Cutting such a
 // node out of the graph (piecewise graphs) is the way to capture them.
 
+#include <cstdint>
 #include <vector>
 
 namespace torch::autograd {
@@ -21,10 +22,15 @@ struct Node;
 
 namespace gradd::cuda {
 
-/// Gives every memory-efficient attention node among `nodes` whose dropout
-/// is off a device stand-in for the dropout seed and offset it saved on the
-/// CPU (Note [Dropout seeds on the device]). Skips saved tensors with pack
-/// hooks: only those hooks may read them.
-void stand_in_for_unused_seeds(const std::vector<torch::autograd::Node*>& nodes);
+/// The walk-order numbers of the memory-efficient attention nodes among
+/// `nodes`: once per structure, whose key fixes the nodes' types.
+std::vector<uint32_t> attention_nodes(const std::vector<torch::autograd::Node*>& nodes);
+
+/// Gives each of `attention` (attention_nodes of `nodes`' structure) whose
+/// dropout is off a device stand-in for the dropout seed and offset it
+/// saved on the CPU (Note [Dropout seeds on the device]). Skips saved
+/// tensors with pack hooks: only those hooks may read them.
+void stand_in_for_unused_seeds(const std::vector<torch::autograd::Node*>& nodes,
+                               const std::vector<uint32_t>& attention);
 
 } // namespace gradd::cuda

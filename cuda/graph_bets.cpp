@@ -83,10 +83,11 @@ std::optional<bet_served> serve_bet(early_bet& bet, const bet_call& c) {
                /*keep_graph=*/false};
   hit_times times{hit.entered, hit.entered};  // the bet counted its walk and launch
   std::string why;
-  auto lifted = lift_inputs(hit, why);
+  // A structure with a bet has graphs: its nodes were vetted before its capture.
+  auto structure = graph_cache::instance().structure(c.structure);
+  auto lifted = lift_inputs(hit, *structure, why);
   if (!lifted)
     return std::nullopt;
-  auto structure = graph_cache::instance().structure(c.structure);
   bool probed;
   {
     std::lock_guard lock(structure->mutex);

@@ -57,6 +57,9 @@ struct structure_graphs {
   /// Its nodes were found liftable (no Python node): once per structure,
   /// whose key fixes the nodes' types. Read without the mutex.
   std::atomic<bool> nodes_vetted{false};
+  /// Its memory-efficient attention nodes (Note [Dropout seeds on the
+  /// device]); written once, before nodes_vetted is set, read after.
+  std::vector<uint32_t> attention_nodes;
 
   /// Notes that `shape`'s probe has key `probe`; nullopt: that it has none.
   /// Call with `mutex` held.

@@ -238,9 +238,10 @@ std::optional<variable_list> replay_hit(const hit_call& c, structure_graphs& s, 
   return results;
 }
 
-std::optional<lifted_inputs> lift_inputs(const hit_call& c, std::string& why) {
+std::optional<lifted_inputs> lift_inputs(const hit_call& c, const structure_graphs& s,
+                                         std::string& why) {
   lifted_inputs lifted{std::make_shared<ca::AutogradCompilerCall>(ca::SizeInput::STATIC)};
-  stand_in_for_unused_seeds(c.nodes);
+  stand_in_for_unused_seeds(c.nodes, s.attention_nodes);
   std::optional<uint64_t> shape;
   try {
     shape = shape_key(*lifted.call, functional::lift_nodes_hashed(*lifted.call, c.nodes, c.table));

@@ -89,12 +89,14 @@ struct lifted_inputs {
 };
 
 /// Lifts the inputs of `c`'s backward (the order functional capture lifts
-/// in), unused dropout seeds given device stand-ins first (Note [Dropout
-/// seeds on the device]), and keys their shape. Nullopt where no graph can serve it, with
+/// in), the unused dropout seeds of `s`'s attention nodes given device
+/// stand-ins first (Note [Dropout seeds on the device]), and keys their
+/// shape; `s` has been vetted (serve_from_graph). Nullopt where no graph can serve it, with
 /// `why` saying why its structure should stay on plans; `why` empty where
 /// the caller's mistake is to blame (callers_mistake: the plan raises the
 /// stock engine's error, and the structure keeps its graphs).
-std::optional<lifted_inputs> lift_inputs(const hit_call& c, std::string& why);
+std::optional<lifted_inputs> lift_inputs(const hit_call& c, const structure_graphs& s,
+                                         std::string& why);
 
 /// Notes a backward of `shape` lifted for `s`'s graphs: whether its loop is
 /// steady (Note [Early launch]). Call with `s.mutex` held.

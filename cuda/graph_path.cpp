@@ -7,6 +7,7 @@
 
 #include "cuda/graph_path.hpp"
 
+#include "cuda/device_seeds.hpp"
 #include "cuda/graph_cache.hpp"
 #include "cuda/graph_hit.hpp"
 #include "cuda/stream_actor.hpp"
@@ -162,7 +163,12 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
                     "it runs a Python autograd.Function (node " + std::to_string(*at) + ")");
       return std::nullopt;
     }
-    structure->nodes_vetted.store(true, std::memory_order_release);
+    auto attention = attention_nodes(c.nodes);
+    std::lock_guard lock(structure->mutex);
+    if (!structure->nodes_vetted.load(std::memory_order_relaxed)) {
+      structure->attention_nodes = std::move(attention);
+      structure->nodes_vetted.store(true, std::memory_order_release);
+    }
   }
 
   hit_times times{std::chrono::steady_clock::now(), {}};
@@ -173,7 +179,7 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
                               {c.nodes, c.table});
   times.lifting = std::chrono::steady_clock::now();
   std::string why;
-  auto lifted = lift_inputs(hit, why);
+  auto lifted = lift_inputs(hit, *structure, why);
   if (!lifted) {
     if (!why.empty())
       keep_on_plans(*structure, hit, why);
