@@ -125,8 +125,9 @@ struct service_state {
   bool draining = false;
 };
 
-service_actor::behavior_type compile_service(service_actor::stateful_pointer<service_state> self,
-                                             settings config, std::string token,
-                                             tbb::task_arena* arena);
+using service_pointer = service_actor::stateful_pointer<service_state>;
+
+service_actor::behavior_type compile_service(service_pointer self, settings config,
+                                             std::string token, tbb::task_arena* arena);
 
 } // namespace gradd::daemon

@@ -69,4 +69,10 @@ void log_event(log_level configured, log_level level, const std::string& event,
   std::fputs(out.str().c_str(), stderr);
 }
 
+std::string hex(uint64_t key) {
+  std::ostringstream out;
+  out << std::hex << key;
+  return out.str();
+}
+
 } // namespace gradd::daemon

@@ -20,4 +20,7 @@ using log_value = std::variant<std::string, int64_t, uint64_t, double>;
 void log_event(log_level configured, log_level level, const std::string& event,
                std::initializer_list<std::pair<const char*, log_value>> fields = {});
 
+/// A structure's key as the log writes it: hexadecimal.
+std::string hex(uint64_t key);
+
 } // namespace gradd::daemon
