@@ -8,16 +8,20 @@
 
 #include "cuda/backward_graph.hpp"
 
+#include "compiler/stock_order.hpp"
 #include "cuda/batched_copy.hpp"
 #include "cuda/capture_gate.hpp"
 #include "cuda/graph_cache.hpp"
 #include "cuda/static_buffer.hpp"
+#include "engine/detail/current_node.hpp"
+#include "engine/detail/stock_steps.hpp"
 #include "engine/functional/capture.hpp"
 #include "engine/functional/interpret.hpp"
 #include "engine/functional/passes.hpp"
 #include "engine/functional/steps.hpp"
 
 #include <ATen/core/NamedTensor.h>
+#include <ATen/record_function.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/core/GradMode.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -191,9 +195,17 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
     count(gradient);
   for (const auto& result : outputs.results)
     count(result);
+  const auto& table = request.backward.ir;
+  std::unordered_map<uint32_t, uint32_t> node_of_leaf;
+  for (const auto& o : recording.ir.ops)
+    if (o.kind == compiler::op_kind::accumulate_grad)
+      node_of_leaf[static_cast<uint32_t>(o.index)] = o.node;
   for (auto& [leaf, gradient] : outputs.leaf_gradients) {
     leaf_gradient out;
     out.leaf = leaf;
+    out.node = node_of_leaf.at(leaf);
+    out.live = table.nodes[out.node].hooks != compiler::hook_counts{};
+    g->live_nodes_ += out.live;
     if (gradient.defined()) {
       out.exclusive = users[gradient.unsafeGetTensorImpl()] == 1;
       out.storage = g->lent_->lend(gradient);
@@ -201,6 +213,16 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
     out.buffer = std::move(gradient);
     g->leaves_.push_back(std::move(out));
   }
+  // Handed out as the stock engine reaches them: a leaf's hook sees the
+  // `.grad` of the leaves before it written, and of those after it not yet.
+  std::vector<uint32_t> reached(table.nodes.size());
+  auto order = compiler::stock_order(table);
+  for (uint32_t k = 0; k < order.size(); ++k)
+    reached[order[k]] = k;
+  std::stable_sort(g->leaves_.begin(), g->leaves_.end(),
+                   [&](const leaf_gradient& a, const leaf_gradient& b) {
+                     return reached[a.node] < reached[b.node];
+                   });
   g->lent_->record_use_on(request.stream);  // before the twin's capture
   g->results_ = std::move(outputs.results);
   // The twin of Note [Bound inputs], in a pool of its own that goes with it.
@@ -312,6 +334,45 @@ bool backward_graph::hand_out(leaf_gradient& g, const at::Tensor& variable,
   return true;
 }
 
+// Note [Live leaves]
+// A graph holds kernels, and a hook is host code that runs between node
+// calls; yet the hooks most training loops have sit where nothing in the
+// graph follows them: on leaves. DistributedDataParallel puts a post-hook
+// on every parameter's AccumulateGrad, which copies `.grad` into its bucket
+// and launches the bucket's all-reduce; optimizers in backward use
+// post-accumulate-grad hooks, clipping a tensor hook on the parameter. An
+// AccumulateGrad node has no outputs, so what its hooks do reaches no other
+// node. A structure whose only hooks are on leaves that run is captured
+// whole, each leaf's gradient a graph output, and after the launch the
+// replay calls each leaf in the order the stock engine reaches them: the
+// hooked ones through call_function with their gradient, as the current
+// node, inside libtorch's graph task (so DDP's final callback is queued),
+// the others handed out. A hook sees the gradient the stock engine gives
+// it, and the `.grad` of the leaves before it written, those after not yet.
+// What differs is time: the stock engine reaches each leaf as soon as its
+// gradient is ready, so DDP's all-reduce of a bucket overlaps the nodes
+// after it; here every all-reduce is launched after the whole graph.
+// Hooks on any other node, or on a leaf that only captures (its tensor
+// hooks change what autograd::grad returns), would need the graph cut at
+// them: such a structure stays on plans (hooks_inside_graph, graph_hit.cpp).
+
+void backward_graph::call_live(leaf_gradient& g, torch::autograd::Node& node,
+                               const replay_options& options) {
+  at::Tensor gradient;
+  if (g.buffer.defined())
+    gradient = lent_->tensor(g.storage, g.buffer);
+  // Held here as well, it is copied into `.grad` instead of stolen: where
+  // the stock engine would hold it twice too, or copies are asked for.
+  at::Tensor held;
+  if (options.hand_out != grad_hand_out::borrow || !g.exclusive)
+    held = gradient;
+  engine::detail::current_node_scope current;  // Note [The current node]
+  current.enter(node);
+  RECORD_FUNCTION(c10::str("autograd::engine::evaluate_function: ", node.name()),
+                  c10::ArrayRef<const c10::IValue>());
+  engine::detail::call_function(node, {std::move(gradient)}, options.keep_graph);
+}
+
 size_t backward_graph::node_count() const {
   size_t count = 0;
   C10_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &count));
@@ -332,10 +393,10 @@ void backward_graph::mark_replayed(c10::cuda::CUDAStream stream) {
 }
 
 std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor>& live,
+                                                    const backward_nodes& backward,
                                                     c10::cuda::CUDAStream stream,
-                                                    grad_hand_out hand_out_mode,
-                                                    std::optional<early_launch> early,
-                                                    const backward_nodes* bets_on) {
+                                                    const replay_options& options,
+                                                    std::optional<early_launch> early) {
   auto turn = early ? std::move(early->turn_) : pool_->try_take();
   if (!turn)
     return std::nullopt;
@@ -393,13 +454,24 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
   auto copied = std::chrono::steady_clock::now();
   if (!early || moved)
     launch(stream);
-  if (bets_on)  // what it copies, an early launch copies from the live holders
-    note_addresses(live, rewritten > 0, *bets_on);
+  if (options.notes_bets)  // what it copies, an early launch copies from the live holders
+    note_addresses(live, rewritten > 0, backward);
   auto launched = std::chrono::steady_clock::now();
 
-  bool read = false;
-  for (auto& leaf : leaves_)
-    read = hand_out(leaf, live[leaf.leaf], hand_out_mode) || read;
+  // A leaf called live may read its gradient on the stream, and so may the
+  // hooks around it (a bucket copy of DistributedDataParallel).
+  bool read = live_nodes_ > 0;
+  try {
+    for (auto& leaf : leaves_) {
+      if (leaf.live)
+        call_live(leaf, *backward.nodes[leaf.node], options);
+      else
+        read = hand_out(leaf, live[leaf.leaf], options.hand_out) || read;
+    }
+  } catch (...) {
+    mark_replayed(stream);  // the pool's next launch waits for what the hooks queued
+    throw;
+  }
   variable_list results;
   results.reserve(results_.size());
   for (const auto& result : results_) {

@@ -135,21 +135,34 @@ public:
   std::optional<early_launch> launch_early(c10::cuda::CUDAStream stream,
                                            const backward_nodes& backward);
 
-  /// Replays on `stream` for the live lifted tensors (which fit) and leaves
-  /// the gradients where the stock engine would: `.grad` of each leaf
-  /// (accumulated as the stock engine does), and the `autograd::grad`
-  /// results returned. With `early`, this graph's launch before the lift,
-  /// it launches again only if an input moved since. With `bets_on`, the
-  /// nodes `live` was lifted from (cuda_graphs.early_launch), it notes
-  /// whether the next backward may launch early. Returns nullopt, doing
-  /// nothing, if a graph of its pool is in use right now (by this thread
-  /// too), or if the driver refused to point it at moved inputs
-  /// (rebind_refusal()).
+  /// How a replay serves its backward.
+  struct replay_options {
+    grad_hand_out hand_out = grad_hand_out::borrow;  ///< cuda_graphs.hand_out
+    bool keep_graph = false;  ///< retain_graph: the leaves it calls live keep their state
+    /// cuda_graphs.early_launch: note whether the next backward may launch
+    /// before its lift.
+    bool notes_bets = false;
+  };
+
+  /// Replays on `stream` for the live lifted tensors (which fit), lifted
+  /// from `backward`, and leaves the gradients where the stock engine
+  /// would: `.grad` of each leaf (accumulated as the stock engine does),
+  /// the leaves with hooks called on theirs in the stock engine's order
+  /// (Note [Live leaves]), and the `autograd::grad` results returned. With
+  /// `early`, this graph's launch before the lift, it launches again only
+  /// if an input moved since. Returns nullopt, doing nothing, if a graph of
+  /// its pool is in use right now (by this thread too), or if the driver
+  /// refused to point it at moved inputs (rebind_refusal()). What a leaf's
+  /// hook raises propagates, after the gradients before it were handed out.
   std::optional<torch::autograd::variable_list> replay(const std::vector<at::Tensor>& live,
+                                                       const backward_nodes& backward,
                                                        c10::cuda::CUDAStream stream,
-                                                       grad_hand_out hand_out,
-                                                       std::optional<early_launch> early,
-                                                       const backward_nodes* bets_on);
+                                                       const replay_options& options,
+                                                       std::optional<early_launch> early);
+
+  /// Of the backward's nodes, those a replay calls live: the AccumulateGrad
+  /// nodes with hooks (Note [Live leaves]).
+  size_t live_nodes() const noexcept { return live_nodes_; }
 
   /// The graph's nodes (kernels, copies, memsets), as the driver counts them.
   size_t node_count() const;
@@ -178,6 +191,8 @@ private:
   /// A leaf's gradient as the graph writes it.
   struct leaf_gradient {
     uint32_t leaf = 0;   ///< lifted position of the leaf variable
+    uint32_t node = 0;   ///< its AccumulateGrad node, in walk order
+    bool live = false;   ///< that node has hooks: the replay calls it (Note [Live leaves])
     at::Tensor buffer;   ///< the graph's output, in its pool
     bool exclusive = false;  ///< no other output or input is this very tensor
     size_t storage = 0;  ///< its lent storage (lent_gradients::lend)
@@ -187,6 +202,9 @@ private:
   /// Returns whether it queued work that reads the buffer (an addition or
   /// copy into `.grad`).
   bool hand_out(leaf_gradient& g, const at::Tensor& variable, grad_hand_out mode);
+  /// Calls `g`'s AccumulateGrad node `node` on the gradient as the stock
+  /// engine would, hooks and all (Note [Live leaves]).
+  void call_live(leaf_gradient& g, torch::autograd::Node& node, const replay_options& options);
   /// Under the pool's turn, before a launch of this graph on `stream`:
   /// orders it after the pool's last launch.
   void follow_last_launch(c10::cuda::CUDAStream stream);
@@ -258,7 +276,8 @@ private:
   /// kernels read it: `set_data` can move a parameter while its tensor
   /// (inputs_) stays the same.
   std::vector<const void*> captured_at_;
-  std::vector<leaf_gradient> leaves_;
+  std::vector<leaf_gradient> leaves_;  ///< in the order the stock engine reaches them
+  size_t live_nodes_ = 0;  ///< of leaves_, the live ones
   bound_inputs bound_;
   std::shared_ptr<lent_gradients> lent_ = std::make_shared<lent_gradients>();
   std::vector<at::Tensor> results_;

@@ -83,6 +83,7 @@ struct structure_graphs {
 /// Counters of the CUDA graph path, bumped from any thread.
 struct graph_counters {
   std::atomic<uint64_t> graph_backwards{0};   ///< backwards a graph served
+  std::atomic<uint64_t> piecewise_backwards{0};  ///< of those, calling nodes live (Note [Live leaves])
   std::atomic<uint64_t> captures{0};          ///< graphs captured
   std::atomic<uint64_t> capture_failures{0};  ///< captures that failed (structure, or shape out of memory, then plan-only)
   std::atomic<uint64_t> evictions{0};

@@ -147,6 +147,20 @@ bool has_hooks(const compiler::graph& table) {
   return false;
 }
 
+std::optional<std::string> hooks_inside_graph(const compiler::graph& table) {
+  for (uint32_t i = 0; i < table.nodes.size(); ++i) {
+    const auto& info = table.nodes[i];
+    // A leaf that only captures (autograd::grad's inputs) returns its
+    // gradient through its tensor pre-hooks: from inside the graph.
+    bool live = info.is_accumulate_grad && info.needed && info.captures.empty();
+    if (compiler::should_execute(info) && !live && info.hooks != compiler::hook_counts{}) {
+      auto name = info.type_name.substr(info.type_name.rfind(':') + 1);
+      return "node " + std::to_string(i) + " (" + name + ") has hooks";
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<uint32_t> python_node(const compiler::graph& table,
                                     const std::vector<torch::autograd::Node*>& nodes) {
   // By the type's name: libtorch_python, which defines it, may be loaded
@@ -221,15 +235,19 @@ std::optional<variable_list> replay_hit(const hit_call& c, structure_graphs& s, 
       return std::nullopt;
   }
   backward_nodes backward{c.nodes, c.table};
-  auto results = graph->replay(live, c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, stream),
-                               c.config.cuda_graphs.hand_out, std::move(early),
-                               c.config.cuda_graphs.early_launch ? &backward : nullptr);
+  auto results = graph->replay(live, backward,
+                               c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, stream),
+                               {c.config.cuda_graphs.hand_out, c.keep_graph,
+                                c.config.cuda_graphs.early_launch},
+                               std::move(early));
   if (!results) {
     if (const auto* why = graph->rebind_refusal())
       capture_again_copying(c, s, shape, graph, *why);
     return std::nullopt;
   }
   counters.graph_backwards.fetch_add(1, std::memory_order_relaxed);
+  if (graph->live_nodes() > 0)
+    counters.piecewise_backwards.fetch_add(1, std::memory_order_relaxed);
   s.graph_backwards.fetch_add(1, std::memory_order_relaxed);
   if (!probed && c.config.cuda_graphs.early_launch)
     learn_probe(s, shape, backward);

@@ -32,9 +32,16 @@ struct structure_graphs;
 std::optional<c10::Stream> single_stream(const compiler::graph& table,
                                          const std::vector<torch::autograd::Node*>& nodes);
 
-/// Whether any node that runs has hooks: they run between node calls,
-/// which a graph does not have.
+/// Whether any node that runs has hooks. A backward that calls some of
+/// its nodes live (Note [Live leaves]) does so inside libtorch's engine, in
+/// its graph task: it is not served before the engine.
 bool has_hooks(const compiler::graph& table);
+
+/// Why no graph can serve a backward of `table` for its hooks, naming the
+/// first node that runs or captures with hooks and is not a leaf's
+/// AccumulateGrad that runs (which a replay calls live, hooks and all,
+/// Note [Live leaves]); nullopt where there is none.
+std::optional<std::string> hooks_inside_graph(const compiler::graph& table);
 
 /// The walk-order number of the first node that runs and is a Python
 /// autograd.Function (libtorch_python's PyNode), if there is one. Lifting

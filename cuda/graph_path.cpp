@@ -153,8 +153,8 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
     if (!structure->plan_only.empty())
       return std::nullopt;
   }
-  if (has_hooks(c.table)) {
-    keep_on_plans(*structure, hit, "it has hooks");
+  if (auto hooked = hooks_inside_graph(c.table)) {
+    keep_on_plans(*structure, hit, *hooked);
     return std::nullopt;
   }
   if (!structure->nodes_vetted.load(std::memory_order_acquire)) {
@@ -227,6 +227,7 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
 void add_graph_statistics(statistics& s) {
   const auto& counters = graph_cache::instance().counters;
   s.graph_backwards = counters.graph_backwards.load();
+  s.piecewise_backwards = counters.piecewise_backwards.load();
   s.graphs = static_cast<uint64_t>(counters.graphs.load());
   s.graph_bytes = static_cast<uint64_t>(counters.bytes.load());
   s.graph_bound_bytes = static_cast<uint64_t>(counters.bound_bytes.load());
@@ -263,6 +264,7 @@ void add_graph_coverage(graph_statistics& g) {
     if (slot.graph) {
       g.cuda_graphs += 1;
       g.graph_kernels += slot.graph->node_count();
+      g.live_nodes = static_cast<uint32_t>(slot.graph->live_nodes());
     }
 }
 

@@ -61,7 +61,11 @@ void publish(const capture_request& r, std::shared_ptr<backward_graph> graph) {
   auto held = std::to_string(graph->node_count()) + " nodes, " + kib(graph->bytes())
               + ": the stream's pool grew " + kib(graph->pool_bytes()) + ", copies of inputs "
               + kib(graph->bytes() - graph->pool_bytes()) + "; " + kib(graph->bound_bytes())
-              + " of inputs read in place";
+              + " of inputs read in place"
+              + (graph->live_nodes() == 0
+                     ? ""
+                     : "; " + std::to_string(graph->live_nodes())
+                           + " leaves with hooks called live around it");
   std::vector<std::shared_ptr<backward_graph>> evicted;
   {
     std::lock_guard lock(structure->mutex);

@@ -76,6 +76,7 @@ std::vector<std::pair<std::string, uint64_t>> fields(const statistics& s) {
       {"daemon_plans", s.daemon_plans},
       {"daemon_fallbacks", s.daemon_fallbacks},
       {"graph_backwards", s.graph_backwards},
+      {"piecewise_backwards", s.piecewise_backwards},
       {"graph_recordings", s.graph_recordings},
       {"backwards_during_capture", s.backwards_during_capture},
       {"graphs", s.graphs},

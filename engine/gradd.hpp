@@ -77,6 +77,9 @@ struct statistics {
   uint64_t daemon_fallbacks = 0; ///< graphs that went on without the daemon (daemon.fallback)
   // CUDA graphs (policy cuda_graphs); all zero on the CPU.
   uint64_t graph_backwards = 0;  ///< of plan_backwards, served by replaying a CUDA graph
+  /// Of graph_backwards, those that called some of their nodes live around
+  /// the graph: the leaves with hooks (Note [Live leaves], docs/design.md).
+  uint64_t piecewise_backwards = 0;
   uint64_t graph_recordings = 0; ///< of plan_backwards, kept for a graph capture of their shape
   uint64_t backwards_during_capture = 0;  ///< served by plans while their shape was captured
   uint64_t graphs = 0;           ///< CUDA graphs alive
@@ -144,6 +147,9 @@ struct graph_statistics {
   // Its CUDA graphs (policy cuda_graphs); zero and empty on the CPU.
   uint32_t cuda_graphs = 0;      ///< alive, one per shape
   uint64_t graph_backwards = 0;  ///< its backwards a CUDA graph served
+  /// Of `nodes`, those its graph backwards call live around the graph,
+  /// hooks and all: the leaves with hooks (Note [Live leaves]).
+  uint32_t live_nodes = 0;
   /// Kernels, copies and memsets in its graphs (the driver's node count):
   /// each graph holds its whole backward, every node of it replayed.
   uint64_t graph_kernels = 0;

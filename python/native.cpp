@@ -45,6 +45,7 @@ py::dict to_dict(const gradd::graph_statistics& g) {
   d["fallback"] = g.fallback ? py::object(py::str(to_string(*g.fallback))) : py::none();
   d["cuda_graphs"] = g.cuda_graphs;
   d["graph_backwards"] = g.graph_backwards;
+  d["live_nodes"] = g.live_nodes;
   d["graph_kernels"] = g.graph_kernels;
   d["plans_only"] = g.plans_only;
   return d;

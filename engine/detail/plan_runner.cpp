@@ -32,52 +32,6 @@ using torch::autograd::InputBuffer;
 using torch::autograd::Node;
 using torch::autograd::variable_list;
 
-variable_list call_tensor_pre_hooks(Node& fn, variable_list inputs) {
-  for (const auto& hook : fn.tensor_pre_hooks())
-    inputs = (*hook)(inputs);
-  for (const auto& [index, hook] : fn.retains_grad_hooks())
-    inputs = (*hook)(inputs);
-  return inputs;
-}
-
-variable_list call_pre_hooks(Node& fn, variable_list inputs) {
-  for (const auto& hook : fn.pre_hooks())
-    inputs = (*hook)(inputs);
-  return inputs;
-}
-
-/// Post-hooks registered while `fn` ran (from a saved tensor's unpack hook,
-/// say) are called too, without inputs, as engine.cpp calls them.
-variable_list call_post_hooks(Node& fn, variable_list outputs, const variable_list& inputs,
-                              bool had_post_hooks) {
-  const variable_list none;
-  for (const auto& hook : fn.post_hooks())
-    outputs = (*hook)(outputs, had_post_hooks ? inputs : none);
-  return outputs;
-}
-
-/// The stock engine's call_function: hooks around the node's own backward.
-variable_list call_node(Node& fn, variable_list inputs, bool keep_graph) {
-  inputs = call_tensor_pre_hooks(fn, std::move(inputs));
-  inputs = call_pre_hooks(fn, std::move(inputs));
-  if (!keep_graph)
-    fn.will_release_variables();
-  bool has_post_hooks = !fn.post_hooks().empty();
-  variable_list outputs;
-  if (has_post_hooks) {
-    // AccumulateGrad may steal a gradient whose use count is 1 + has_post_hooks;
-    // keeping this copy is what that rule expects (see engine.cpp).
-    auto inputs_copy = inputs;
-    outputs = fn(std::move(inputs_copy));
-  } else {
-    outputs = fn(std::move(inputs));
-  }
-  validate_node_outputs(fn, outputs);
-  if (fn.post_hooks().empty())
-    return outputs;
-  return call_post_hooks(fn, std::move(outputs), inputs, has_post_hooks);
-}
-
 /// Takes the captured gradients of a step (autograd::grad outputs).
 void take_captures(const compiler::plan& p, const compiler::plan_step& step, Node& fn,
                    InputBuffer& inputs, const std::optional<c10::Stream>& stream,
@@ -133,7 +87,7 @@ void run_plan(const compiler::plan& p, const std::vector<Node*>& nodes,
     }
 
     ++trace.node_calls;
-    auto outputs = call_node(fn, std::move(inputs.buffer), keep_graph);
+    auto outputs = call_function(fn, std::move(inputs.buffer), keep_graph);
     if (!keep_graph)
       fn.release_variables();
     if (outputs.empty()) {

@@ -3,7 +3,8 @@
 // The wait restates the loop in Engine::evaluate_function: every defined
 // accelerator gradient has a ready stream, and one that differs from the
 // node's stream has a ready event to wait on. The output check calls
-// libtorch's validate_outputs with call_function's message.
+// libtorch's validate_outputs with call_function's message, and the call
+// restates call_function around it.
 
 #include "engine/detail/stock_steps.hpp"
 
@@ -16,6 +17,27 @@
 #include <sstream>
 
 namespace gradd::engine::detail {
+
+namespace {
+
+using torch::autograd::Node;
+using torch::autograd::variable_list;
+
+variable_list call_pre_hooks(Node& fn, variable_list inputs) {
+  for (const auto& hook : fn.pre_hooks())
+    inputs = (*hook)(inputs);
+  return inputs;
+}
+
+variable_list call_post_hooks(Node& fn, variable_list outputs, const variable_list& inputs,
+                              bool had_post_hooks) {
+  const variable_list none;
+  for (const auto& hook : fn.post_hooks())
+    outputs = (*hook)(outputs, had_post_hooks ? inputs : none);
+  return outputs;
+}
+
+} // namespace
 
 void wait_for_ready_events(const torch::autograd::InputBuffer& inputs,
                            const std::optional<c10::Stream>& stream) {
@@ -39,6 +61,35 @@ void validate_node_outputs(torch::autograd::Node& fn, torch::autograd::variable_
     out << "Function " << fn.name() << " returned an " << msg;
     return out.str();
   });
+}
+
+variable_list call_tensor_pre_hooks(Node& fn, variable_list inputs) {
+  for (const auto& hook : fn.tensor_pre_hooks())
+    inputs = (*hook)(inputs);
+  for (const auto& [index, hook] : fn.retains_grad_hooks())
+    inputs = (*hook)(inputs);
+  return inputs;
+}
+
+variable_list call_function(Node& fn, variable_list inputs, bool keep_graph) {
+  inputs = call_tensor_pre_hooks(fn, std::move(inputs));
+  inputs = call_pre_hooks(fn, std::move(inputs));
+  if (!keep_graph)
+    fn.will_release_variables();
+  bool has_post_hooks = !fn.post_hooks().empty();
+  variable_list outputs;
+  if (has_post_hooks) {
+    // AccumulateGrad may steal a gradient whose use count is 1 + has_post_hooks;
+    // keeping this copy is what that rule expects (see engine.cpp).
+    auto inputs_copy = inputs;
+    outputs = fn(std::move(inputs_copy));
+  } else {
+    outputs = fn(std::move(inputs));
+  }
+  validate_node_outputs(fn, outputs);
+  if (fn.post_hooks().empty())
+    return outputs;
+  return call_post_hooks(fn, std::move(outputs), inputs, has_post_hooks);
 }
 
 } // namespace gradd::engine::detail

@@ -1,8 +1,9 @@
 #pragma once
 
 // The stock engine's steps around a node call that gradd repeats wherever it
-// calls nodes itself (plans, functional capture): the cross-stream wait
-// before the call and the output check after it. libtorch keeps both inside
+// calls nodes itself (plans, functional capture, the nodes a CUDA graph
+// backward calls live): the cross-stream wait before the call, the call
+// with its hooks, and the output check after it. libtorch keeps them inside
 // engine.cpp; these restate them.
 //
 // InputBuffer::add records, for each gradient produced on an accelerator
@@ -31,5 +32,20 @@ void wait_for_ready_events(const torch::autograd::InputBuffer& inputs,
 /// each gradient against its edge), with the stock engine's message; may
 /// replace gradients in `grads`.
 void validate_node_outputs(torch::autograd::Node& fn, torch::autograd::variable_list& grads);
+
+/// Runs `fn`'s tensor pre-hooks and retain_grad hooks on `inputs`, as
+/// call_function does before the node, and evaluate_function before taking
+/// the captures of a node that does not run.
+torch::autograd::variable_list call_tensor_pre_hooks(torch::autograd::Node& fn,
+                                                     torch::autograd::variable_list inputs);
+
+/// The stock engine's call_function: `fn` called on `inputs` with its
+/// hooks around it, its outputs checked; saved variables marked for release
+/// unless `keep_graph`. Post-hooks registered while `fn` ran (from a saved
+/// tensor's unpack hook, say) are called too, without inputs, as engine.cpp
+/// calls them.
+torch::autograd::variable_list call_function(torch::autograd::Node& fn,
+                                             torch::autograd::variable_list inputs,
+                                             bool keep_graph);
 
 } // namespace gradd::engine::detail

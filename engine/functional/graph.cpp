@@ -17,6 +17,7 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/anomaly_mode.h>
 #include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/accumulate_grad.h>
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
@@ -38,6 +39,18 @@ std::string message_of(const std::exception& e) {
   return e.what();
 }
 
+/// What AccumulateGrad::compiled_args lifts, less its post-accumulate-grad
+/// hook: a CUDA graph replay calls that hook live (Note [Live leaves],
+/// cuda/backward_graph.cpp), and a Python hook's compiled_args would run
+/// Python on a thread that does not hold the GIL.
+void lift_leaf(ca::CompiledNodeArgs& args, const torch::autograd::AccumulateGrad& leaf) {
+  if (args.cond(leaf.variable.defined() && leaf.variable.requires_grad())) {
+    args.collect(leaf.variable);
+    args.collect(leaf.variable.grad());
+  }
+  args.collect(at::GradMode::is_enabled());
+}
+
 /// Lifts node `fn` with table entry `info` into `call`, handing its
 /// specialization key to `on_key` (the bytes live only during the call).
 template <class OnKey>
@@ -51,7 +64,10 @@ void lift_node(ca::AutogradCompilerCall& call, Node& fn, const compiler::node_in
   try {
     args.collect(node_call);
     if (args.cond(info.needed)) {
-      fn.compiled_args(args);
+      if (info.is_accumulate_grad && info.hooks.post_acc_grad > 0)
+        lift_leaf(args, static_cast<const torch::autograd::AccumulateGrad&>(fn));
+      else
+        fn.compiled_args(args);
       args.collect(fn.next_edges());
     }
   } catch (const std::exception& e) {

@@ -57,10 +57,25 @@ class HookedNet(torch.nn.Module):
         return x
 
 
+def one_rank_group(device):
+    """A process group of this process alone (NCCL on CUDA, gloo on the
+    CPU), for DistributedDataParallel."""
+    import socket
+
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        dist.init_process_group("nccl" if device == "cuda" else "gloo",
+                                init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+
+
 def make_model(name, device, dtype=torch.float32):
     """The model `name` and a function giving its input for step `i`."""
     torch.manual_seed(0)
-    if name == "mlp":
+    if name in ("mlp", "ddp"):
         layers = []
         for _ in range(8):
             layers += [torch.nn.Linear(256, 256), torch.nn.GELU()]
@@ -75,8 +90,11 @@ def make_model(name, device, dtype=torch.float32):
 
         model, shape = torchvision.models.resnet18(weights=None, num_classes=10), (4, 3, 64, 64)
     else:
-        raise SystemExit(f"gradd.bench: unknown model {name!r} (mlp, hooked, transformer, resnet18)")
+        raise SystemExit(f"gradd.bench: unknown model {name!r} ({', '.join(MODELS)})")
     model = model.to(device=device, dtype=dtype)
+    if name == "ddp":  # one rank: the reducer's hooks and bucket all-reduces, no peer
+        one_rank_group(device)
+        model = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1)
 
     def batch(i):
         g = torch.Generator().manual_seed(i % 8)
@@ -85,7 +103,7 @@ def make_model(name, device, dtype=torch.float32):
     return model, batch
 
 
-MODELS = ("mlp", "hooked", "transformer", "resnet18")
+MODELS = ("mlp", "hooked", "transformer", "resnet18", "ddp")
 
 
 def backward_once(model, batch, i, device, create_graph=False):

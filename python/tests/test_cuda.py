@@ -43,6 +43,39 @@ def test_cuda_backwards_bitwise(tmp_path, graphs):
 
 
 @cuda
+def test_hooks_on_parameters_run_live_around_graphs(tmp_path):
+    """Note [Live leaves]: a clipping tensor hook and a post-accumulate-grad
+    hook on parameters. Graphs serve the backwards; each hook runs in the
+    stock engine's order and sees the stock engine's gradients, bitwise."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(),
+                                torch.nn.Linear(64, 8)).cuda()
+    seen = []
+    for i, p in enumerate(model.parameters()):
+        p.register_hook(lambda g: g.clamp(-1e-3, 1e-3))
+        p.register_post_accumulate_grad_hook(
+            lambda p, i=i: seen.append((i, p.grad.clone())))
+
+    def step(k):
+        seen.clear()
+        x = torch.randn(32, 64, device="cuda", generator=torch.Generator("cuda").manual_seed(k))
+        grads = mlp_step(model, x)
+        return grads, [i for i, _ in seen], [g for _, g in seen]
+
+    stock = [step(k) for k in range(5)]
+    text = SYNC + "cuda_graphs:\n  enabled: true\n  mode: static\n"
+    with gradd.enabled(write_policy(tmp_path, text)):
+        for k in range(5):
+            grads, order, hooked = step(k)
+            assert order == stock[k][1], f"step {k}"
+            assert all_bits_equal(stock[k][0] + stock[k][2], grads + hooked), f"step {k}"
+            gradd.wait_for_compiles()
+        s, [g] = gradd.stats(), gradd.graph_stats()
+    assert s["graph_backwards"] >= 3 and s["piecewise_backwards"] == s["graph_backwards"], s
+    assert (g["live_nodes"], g["plans_only"]) == (4, ""), g
+
+
+@cuda
 def test_device_synchronizes_wait_for_captures(tmp_path):
     """Note [Device synchronizes during captures]: a thread synchronizing the
     device in a loop and a loop synchronizing every step, while each new
@@ -121,9 +154,13 @@ def test_torch_cuda_synchronize_goes_through_the_capture_gate():
 @pytest.mark.parametrize("graphs", [False, True])
 def test_ddp_one_nccl_rank_bitwise(tmp_path, graphs):
     """World size 1 over NCCL on one GPU: the reducer's hooks and bucket
-    all-reduces run from plans (its hooks keep graphs off the structure)."""
+    all-reduces run from plans, or live around CUDA graphs (its hooks sit on
+    the parameters' AccumulateGrad nodes: Note [Live leaves])."""
     text = SYNC + ("cuda_graphs:\n  enabled: true\n  mode: static\n" if graphs else "")
-    train_and_compare(tmp_path, write_policy(tmp_path, text), "nccl", world=1)
+    [stats] = train_and_compare(tmp_path, write_policy(tmp_path, text), "nccl", world=1)
+    if graphs:
+        assert stats["graph_backwards"] >= 3, stats
+        assert stats["piecewise_backwards"] == stats["graph_backwards"], stats
 
 
 @two_gpus

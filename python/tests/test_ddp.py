@@ -62,14 +62,18 @@ def free_port():
 
 def train_and_compare(tmp_path, policy, backend="gloo", world=2):
     """Trains on `world` ranks on the stock engine, then under gradd; requires
-    every rank's parameters bitwise equal and plans serving every backward."""
+    every rank's parameters bitwise equal and plans serving every backward.
+    Returns each rank's gradd statistics."""
     for use_gradd in (False, True):
         run_ranks((world, free_port(), policy, use_gradd, str(tmp_path), backend))
+    stats = []
     for rank in range(world):
         stock = torch.load(tmp_path / f"stock-{rank}.pt")
         ours = torch.load(tmp_path / f"gradd-{rank}.pt")
         assert ours["stats"]["plan_backwards"] == 5, ours["stats"]
         assert all_bits_equal(stock["params"], ours["params"])
+        stats.append(ours["stats"])
+    return stats
 
 
 def test_ddp_two_gloo_ranks_bitwise(tmp_path, sync_policy):
