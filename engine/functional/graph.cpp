@@ -39,11 +39,17 @@ std::string message_of(const std::exception& e) {
   return e.what();
 }
 
-/// What AccumulateGrad::compiled_args lifts, less its post-accumulate-grad
-/// hook: a CUDA graph replay calls that hook live (Note [Live leaves],
-/// cuda/backward_graph.cpp), and a Python hook's compiled_args would run
-/// Python on a thread that does not hold the GIL.
-void lift_leaf(ca::CompiledNodeArgs& args, const torch::autograd::AccumulateGrad& leaf) {
+/// Lifts a leaf that runs with hooks, which a CUDA graph replay calls live
+/// (Note [Live leaves], cuda/backward_graph.cpp), as collect(NodeCall) and
+/// AccumulateGrad::compiled_args lift it, less the hooks. Their
+/// compiled_args register them for compiled autograd's own graph, which
+/// gradd does not build: a Python hook's touches Python objects on a thread
+/// without the GIL, a C++ one's (DistributedDataParallel's) throws.
+void lift_live_leaf(ca::CompiledNodeArgs& args, const ca::NodeCall& node_call,
+                    const torch::autograd::AccumulateGrad& leaf) {
+  args.collect_size(node_call.id);
+  args.collect(node_call.graph_output);
+  args.collect(true);  // needed
   if (args.cond(leaf.variable.defined() && leaf.variable.requires_grad())) {
     args.collect(leaf.variable);
     args.collect(leaf.variable.grad());
@@ -62,13 +68,14 @@ void lift_node(ca::AutogradCompilerCall& call, Node& fn, const compiler::node_in
                           static_cast<int>(capture.output_index));
   ca::CompiledNodeArgs args(call, node_call);
   try {
-    args.collect(node_call);
-    if (args.cond(info.needed)) {
-      if (info.is_accumulate_grad && info.hooks.post_acc_grad > 0)
-        lift_leaf(args, static_cast<const torch::autograd::AccumulateGrad&>(fn));
-      else
+    if (info.is_accumulate_grad && info.needed && info.hooks != compiler::hook_counts{}) {
+      lift_live_leaf(args, node_call, static_cast<const torch::autograd::AccumulateGrad&>(fn));
+    } else {
+      args.collect(node_call);
+      if (args.cond(info.needed)) {
         fn.compiled_args(args);
-      args.collect(fn.next_edges());
+        args.collect(fn.next_edges());
+      }
     }
   } catch (const std::exception& e) {
     throw_capture_error("node " + fn.name() + " cannot be lifted: " + message_of(e));
