@@ -291,6 +291,8 @@ def main(argv=None):
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda, but CUDA is not available on this machine")
     print(json.dumps(run(args)))
+    if args.model == "ddp":
+        torch.distributed.destroy_process_group()
     return 0
 
 
