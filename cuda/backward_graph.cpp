@@ -176,7 +176,30 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
 
   g->device_ = side.device_index();
   const auto& nodes = request.backward.walk.nodes;
-  auto [graph, outputs] = capture_program(recording, nodes, g->inputs_, options, pool->id(), side);
+  const auto& table = request.backward.ir;
+  // Where leaves are called live, the graph marks where each leaf's
+  // gradient is ready, and each waits for its own (Note [Live leaves]).
+  size_t leaf_ops = 0;
+  bool live_leaves = false;
+  for (const auto& o : recording.ir.ops)
+    if (o.kind == compiler::op_kind::accumulate_grad) {
+      ++leaf_ops;
+      live_leaves = live_leaves || table.nodes[o.node].hooks != compiler::hook_counts{};
+    }
+  auto capture_options = options;
+  if (live_leaves) {
+    g->leaf_stream_ = c10::cuda::getStreamFromPool(false, g->device_);
+    for (size_t k = 0; k < leaf_ops; ++k) {
+      g->ready_.push_back(nullptr);  // owned by g from here
+      C10_CUDA_CHECK(cudaEventCreateWithFlags(&g->ready_.back(), cudaEventDisableTiming));
+    }
+    capture_options.after_leaf = [&](size_t leaf) {
+      C10_CUDA_CHECK(cudaEventRecordWithFlags(g->ready_.at(leaf), side.stream(),
+                                              cudaEventRecordExternal));
+    };
+  }
+  auto [graph, outputs] =
+      capture_program(recording, nodes, g->inputs_, capture_options, pool->id(), side);
   g->pool_ = std::move(pool);  // with the capture's share of it
   g->graph_ = graph;
   C10_CUDA_CHECK(cudaGraphInstantiate(&g->exec_, g->graph_, 0));
@@ -195,7 +218,6 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
     count(gradient);
   for (const auto& result : outputs.results)
     count(result);
-  const auto& table = request.backward.ir;
   std::unordered_map<uint32_t, uint32_t> node_of_leaf;
   for (const auto& o : recording.ir.ops)
     if (o.kind == compiler::op_kind::accumulate_grad)
@@ -203,6 +225,7 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   for (auto& [leaf, gradient] : outputs.leaf_gradients) {
     leaf_gradient out;
     out.leaf = leaf;
+    out.position = static_cast<uint32_t>(g->leaves_.size());
     out.node = node_of_leaf.at(leaf);
     out.live = table.nodes[out.node].hooks != compiler::hook_counts{};
     g->live_nodes_ += out.live;
@@ -230,7 +253,7 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
       side, request.level,
       [&](const std::vector<at::Tensor>& inputs) {
         auto scratch = at::cuda::graph_pool_handle();
-        auto twin = capture_program(recording, nodes, inputs, options, scratch, side);
+        auto twin = capture_program(recording, nodes, inputs, capture_options, scratch, side);
         c10::cuda::CUDACachingAllocator::releasePool(g->device_, scratch);
         return graph_handle(twin.graph, &cudaGraphDestroy);
       },
@@ -261,6 +284,9 @@ backward_graph::~backward_graph() {
   }
   if (replayed_)
     replayed_->synchronize();  // a no-op where it never launched
+  for (auto ready : ready_)
+    if (ready)
+      cudaEventDestroy(ready);
   if (exec_)
     cudaGraphExecDestroy(exec_);
   if (graph_)
@@ -318,15 +344,20 @@ void backward_graph::follow_pool(c10::cuda::CUDAStream stream, c10::cuda::CUDASt
   last = lent_;
 }
 
+bool backward_graph::lends_alone(const leaf_gradient& g, const at::Tensor& variable,
+                                 grad_hand_out mode) const {
+  // The buffer has the geometry of the tensor lent on it.
+  return mode == grad_hand_out::borrow && !variable.grad().defined() && g.exclusive
+         && torch::autograd::utils::obeys_layout_contract(g.buffer, variable);
+}
+
 bool backward_graph::hand_out(leaf_gradient& g, const at::Tensor& variable,
                               grad_hand_out mode) {
   if (!g.buffer.defined())
     return false;
   at::Tensor lent = lent_->tensor(g.storage, g.buffer);
-  at::Tensor& slot = variable.mutable_grad();
-  if (mode == grad_hand_out::borrow && !slot.defined() && g.exclusive
-      && torch::autograd::utils::obeys_layout_contract(lent, variable)) {
-    slot = std::move(lent);  // what the stock engine's steal leaves
+  if (lends_alone(g, variable, mode)) {
+    variable.mutable_grad() = std::move(lent);  // what the stock engine's steal leaves
     return false;
   }
   // Still referenced here, so the stock AccumulateGrad copies or adds.
@@ -343,18 +374,22 @@ bool backward_graph::hand_out(leaf_gradient& g, const at::Tensor& variable,
 // post-accumulate-grad hooks, clipping a tensor hook on the parameter. An
 // AccumulateGrad node has no outputs, so what its hooks do reaches no other
 // node. A structure whose only hooks are on leaves that run is captured
-// whole, each leaf's gradient a graph output, and after the launch the
-// replay calls each leaf in the order the stock engine reaches them: the
-// hooked ones through call_function with their gradient, as the current
-// node, inside libtorch's graph task (so DDP's final callback is queued),
-// the others handed out. A hook sees the gradient the stock engine gives
-// it, and the `.grad` of the leaves before it written, those after not yet.
-// What differs is time: the stock engine reaches each leaf as soon as its
-// gradient is ready, so DDP's all-reduce of a bucket overlaps the nodes
-// after it; here every all-reduce is launched after the whole graph.
-// Hooks on any other node, or on a leaf that only captures (its tensor
-// hooks change what autograd::grad returns), would need the graph cut at
-// them: such a structure stays on plans (hooks_inside_graph, graph_hit.cpp).
+// whole, each leaf's gradient a graph output, with an external event
+// recorded in the graph right after each leaf's gradient is written. Once
+// the graph is launched, while it runs, the replay calls each leaf in the
+// order the stock engine reaches them, on a stream of leaves that first
+// waits for that leaf's event: the hooked ones through call_function with
+// their gradient, as the current node, inside libtorch's graph task (so
+// DDP's final callback is queued), the others handed out. So what a hook
+// queues (DDP's bucket copy and all-reduce) starts on the device where the
+// stock engine starts it and overlaps the rest of the graph, as in eager.
+// A hook sees the gradient the stock engine gives it, and the `.grad` of
+// the leaves before it written, those after not yet; only the current
+// stream differs (the leaves', not the backward's). The backward's stream
+// then waits for the leaves'. Hooks on any other node, or on a leaf that
+// only captures (its tensor hooks change what autograd::grad returns),
+// would need the graph cut at them: such a structure stays on plans
+// (hooks_inside_graph, graph_hit.cpp).
 
 void backward_graph::call_live(leaf_gradient& g, torch::autograd::Node& node,
                                const replay_options& options) {
@@ -371,6 +406,36 @@ void backward_graph::call_live(leaf_gradient& g, torch::autograd::Node& node,
   RECORD_FUNCTION(c10::str("autograd::engine::evaluate_function: ", node.name()),
                   c10::ArrayRef<const c10::IValue>());
   engine::detail::call_function(node, {std::move(gradient)}, options.keep_graph);
+}
+
+void backward_graph::hand_out_live(const std::vector<at::Tensor>& live,
+                                   const backward_nodes& backward, c10::cuda::CUDAStream stream,
+                                   const replay_options& options) {
+  c10::cuda::CUDAStreamGuard on_leaves(*leaf_stream_);
+  // Leaf positions are the order the graph writes the gradients: waiting
+  // for the latest one handed out so far covers the others, whose `.grad`
+  // a hook may read.
+  uint32_t needed = 0, waited = 0;  // positions + 1
+  try {
+    for (auto& leaf : leaves_) {
+      needed = std::max(needed, leaf.position + 1);
+      const auto& variable = live[leaf.leaf];
+      bool device_work = leaf.live || (leaf.buffer.defined()
+                                       && !lends_alone(leaf, variable, options.hand_out));
+      if (device_work && needed > waited) {
+        C10_CUDA_CHECK(cudaStreamWaitEvent(leaf_stream_->stream(), ready_[needed - 1], 0));
+        waited = needed;
+      }
+      if (leaf.live)
+        call_live(leaf, *backward.nodes[leaf.node], options);
+      else
+        hand_out(leaf, variable, options.hand_out);
+    }
+  } catch (...) {
+    wait_for(*leaf_stream_, stream);  // what the hooks queued before
+    throw;
+  }
+  wait_for(*leaf_stream_, stream);
 }
 
 size_t backward_graph::node_count() const {
@@ -458,19 +523,19 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
     note_addresses(live, rewritten > 0, backward);
   auto launched = std::chrono::steady_clock::now();
 
-  // A leaf called live may read its gradient on the stream, and so may the
-  // hooks around it (a bucket copy of DistributedDataParallel).
+  // A leaf called live may read its gradient, and so may the hooks around
+  // it (a bucket copy of DistributedDataParallel).
   bool read = live_nodes_ > 0;
-  try {
-    for (auto& leaf : leaves_) {
-      if (leaf.live)
-        call_live(leaf, *backward.nodes[leaf.node], options);
-      else
-        read = hand_out(leaf, live[leaf.leaf], options.hand_out) || read;
+  if (read) {
+    try {
+      hand_out_live(live, backward, stream, options);
+    } catch (...) {
+      mark_replayed(stream);  // the pool's next launch waits for what the hooks queued
+      throw;
     }
-  } catch (...) {
-    mark_replayed(stream);  // the pool's next launch waits for what the hooks queued
-    throw;
+  } else {
+    for (auto& leaf : leaves_)
+      read = hand_out(leaf, live[leaf.leaf], options.hand_out) || read;
   }
   variable_list results;
   results.reserve(results_.size());

@@ -193,6 +193,7 @@ private:
     uint32_t leaf = 0;   ///< lifted position of the leaf variable
     uint32_t node = 0;   ///< its AccumulateGrad node, in walk order
     bool live = false;   ///< that node has hooks: the replay calls it (Note [Live leaves])
+    uint32_t position = 0;  ///< its place among the graph's leaf outputs, in the order it writes them
     at::Tensor buffer;   ///< the graph's output, in its pool
     bool exclusive = false;  ///< no other output or input is this very tensor
     size_t storage = 0;  ///< its lent storage (lent_gradients::lend)
@@ -202,9 +203,19 @@ private:
   /// Returns whether it queued work that reads the buffer (an addition or
   /// copy into `.grad`).
   bool hand_out(leaf_gradient& g, const at::Tensor& variable, grad_hand_out mode);
+  /// Whether hand_out gives `variable` the graph's buffer itself as its
+  /// `.grad`, queuing no work on the device: what the stock engine's steal
+  /// leaves.
+  bool lends_alone(const leaf_gradient& g, const at::Tensor& variable, grad_hand_out mode) const;
   /// Calls `g`'s AccumulateGrad node `node` on the gradient as the stock
   /// engine would, hooks and all (Note [Live leaves]).
   void call_live(leaf_gradient& g, torch::autograd::Node& node, const replay_options& options);
+  /// After a launch on `stream`: every leaf of `backward` (whose lifted
+  /// tensors are `live`) in the stock engine's order on leaf_stream_, each
+  /// after its gradient is ready, the hooked ones called live; then
+  /// `stream` waits for them (Note [Live leaves]).
+  void hand_out_live(const std::vector<at::Tensor>& live, const backward_nodes& backward,
+                     c10::cuda::CUDAStream stream, const replay_options& options);
   /// Under the pool's turn, before a launch of this graph on `stream`:
   /// orders it after the pool's last launch.
   void follow_last_launch(c10::cuda::CUDAStream stream);
@@ -278,6 +289,11 @@ private:
   std::vector<const void*> captured_at_;
   std::vector<leaf_gradient> leaves_;  ///< in the order the stock engine reaches them
   size_t live_nodes_ = 0;  ///< of leaves_, the live ones
+  /// Where there are live ones: per leaf position, the event the graph
+  /// records once that leaf's gradient is written (an external event
+  /// node), and the stream the leaves are handed out on.
+  std::vector<cudaEvent_t> ready_;
+  std::optional<c10::cuda::CUDAStream> leaf_stream_;
   bound_inputs bound_;
   std::shared_ptr<lent_gradients> lent_ = std::make_shared<lent_gradients>();
   std::vector<at::Tensor> results_;

@@ -67,9 +67,11 @@ program_outputs interpret(const recording& rec, const std::vector<Node*>& nodes,
         break;
       }
       case op_kind::accumulate_grad:
-        if (options.leaves == leaf_gradients::collect)
+        if (options.leaves == leaf_gradients::collect) {
           out.leaf_gradients.emplace_back(o.index, std::move(args[0]));
-        else if (args[0].defined())
+          if (options.after_leaf)
+            options.after_leaf(out.leaf_gradients.size() - 1);
+        } else if (args[0].defined())
           accumulate_into_grad(lifted.at(o.index), std::move(args[0]));
         break;
       case op_kind::validate_outputs:

@@ -8,6 +8,7 @@
 #include <c10/core/Stream.h>
 #include <torch/csrc/autograd/function.h>
 
+#include <functional>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -25,6 +26,10 @@ struct interpret_options {
   leaf_gradients leaves = leaf_gradients::accumulate;
   /// Every op on this stream instead of its node's (a CUDA graph capture).
   std::optional<c10::Stream> stream;
+  /// With leaf_gradients::collect: called after each `accumulate_grad` op,
+  /// with its place among them (a CUDA graph marks there that the leaf's
+  /// gradient is ready: Note [Live leaves], cuda/backward_graph.cpp).
+  std::function<void(size_t leaf)> after_leaf;
 };
 
 /// What a recording's run produced.
