@@ -1,8 +1,12 @@
 // Device synchronizes while gradd captures CUDA graphs in the background
 // (Note [Device synchronizes during captures], cuda/capture_gate.hpp): the
-// synchronize waits for the capture in flight, and neither fails.
+// synchronize waits for the capture in flight, and neither fails. Host
+// reads, pinned allocations and emptied caches on another thread need no
+// gate: captures run in thread-local mode on a non-blocking stream.
 
 #include "cuda/graph_loop.hpp"
+
+#include <c10/cuda/CUDACachingAllocator.h>
 
 #include <atomic>
 #include <string>
@@ -69,5 +73,48 @@ TEST_CASE("device synchronizes on another thread wait for captures", "[cuda][gra
   CHECK(synchronizes.load() > 0);
   CHECK(s.graph_capture_failures == 0);
   CHECK(s.graph_recordings == 4);
+  CHECK(s.graph_backwards == 4);
+}
+
+TEST_CASE("host reads, pinned memory and emptied caches on another thread leave captures alone",
+          "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  // What a data loader or a metrics thread does while gradd captures in
+  // the background: each call synchronizes with the host or allocates
+  // host memory the device can reach, and none may fail or spoil a capture.
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> rounds{0};
+  std::string error;
+  std::thread busy([&] {
+    try {
+      auto on = torch::dtype(torch::kFloat32).device(torch::kCUDA);
+      while (!stop.load()) {
+        auto t = torch::full({1 << 16}, 2.0, on);
+        auto sum = t.sum().item<double>();
+        auto pinned = torch::empty({1 << 16}, torch::dtype(torch::kFloat32).pinned_memory(true));
+        pinned.copy_(t);
+        if (sum != 2.0 * (1 << 16) || pinned[7].item<float>() != 2.0f)
+          throw std::runtime_error("wrong values");
+        c10::cuda::CUDACachingAllocator::emptyCache();
+        rounds.fetch_add(1);
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  gradd::statistics s;
+  try {
+    s = run_loop(policy(gradd::graph_shape_policy::static_shapes), {8, 16, 32, 48, 8, 16, 32, 48});
+  } catch (...) {
+    stop = true;
+    busy.join();
+    throw;
+  }
+  stop = true;
+  busy.join();
+  CHECK(error.empty());
+  CHECK(rounds.load() > 0);
+  CHECK(s.graph_capture_failures == 0);
   CHECK(s.graph_backwards == 4);
 }
