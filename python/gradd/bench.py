@@ -1,8 +1,9 @@
 """gradd's Python benchmark: ``python3 -m gradd.bench --model M --mode both``.
 
 Times backwards of models defined in Python (one from torchvision, built
-from its configuration, no downloaded weights) under gradd and on the stock
-engine, interleaved in one process, and prints one JSON line with
+from its configuration, no downloaded weights; ``ddp``, the mlp in
+DistributedDataParallel on a process group of this process alone) under
+gradd and on the stock engine, interleaved in one process, and prints one JSON line with
 gradd-bench's keys: median_ms, p90_ms, first_ms, plan_backwards,
 graph_backwards, eager_backwards, max_rel_grad_diff, stock_rel_grad_diff,
 and with ``--mode both`` eager_median_ms and ratio (gradd over stock),

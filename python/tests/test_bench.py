@@ -25,7 +25,9 @@ def one_thread():
 
 
 @pytest.mark.parametrize("name", bench.MODELS)
-def test_bench_model_bitwise_from_plans(name, sync_policy):
+def test_bench_model_bitwise_from_plans(name, sync_policy, request):
+    if name == "ddp":  # its one-rank process group goes with the test
+        request.addfinalizer(torch.distributed.destroy_process_group)
     model, batch = bench.make_model(name, "cpu", torch.float64)
     bench.backward_once(model, batch, 0, "cpu")
     stock = bench.grads(model)
