@@ -12,6 +12,7 @@
 #include "cuda/batched_copy.hpp"
 #include "cuda/capture_gate.hpp"
 #include "cuda/graph_cache.hpp"
+#include "cuda/shape_key.hpp"
 #include "cuda/static_buffer.hpp"
 #include "engine/detail/current_node.hpp"
 #include "engine/detail/stock_steps.hpp"
@@ -42,6 +43,14 @@ namespace {
 
 using torch::autograd::variable_list;
 namespace functional = engine::functional;
+
+/// A copy of wrapped scalar `t` that stays wrapped: type promotion treats
+/// a Python number below any tensor, a plain 0-dim tensor not so.
+at::Tensor wrapped_copy(const at::Tensor& t) {
+  auto copy = t.clone();
+  copy.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return copy;
+}
 
 /// Makes `stream` wait for the work queued on `other` so far.
 void wait_for(c10::cuda::CUDAStream other, c10::cuda::CUDAStream stream) {
@@ -163,8 +172,10 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   std::shared_ptr<backward_graph> g(new backward_graph());
   for (const auto& t : request.lifted->tensor_args.inputs) {
     bool borrowed = t.defined() && t.is_leaf() && t.requires_grad();
+    bool baked = wrapped_scalar(t);  // Note [Python scalars in graphs]
     g->borrowed_.push_back(borrowed);
-    g->inputs_.push_back(borrowed || !t.defined() ? t : static_copy(t));
+    g->baked_.push_back(baked);
+    g->inputs_.push_back(borrowed || !t.defined() ? t : baked ? wrapped_copy(t) : static_copy(t));
     g->captured_at_.push_back(t.defined() ? g->inputs_.back().const_data_ptr() : nullptr);
   }
   at::NoGradGuard no_grad;
@@ -262,7 +273,7 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
 
   size_t copies = 0;
   for (size_t i = 0; i < g->inputs_.size(); ++i)
-    if (!g->borrowed_[i] && g->inputs_[i].defined() && !g->inputs_[i].is_meta())
+    if (!g->borrowed_[i] && !g->baked_[i] && g->inputs_[i].defined() && !g->inputs_[i].is_meta())
       copies += g->inputs_[i].storage().nbytes();
   g->pool_bytes_ = g->pool_->recount();  // counted by the pool
   g->bytes_ = g->pool_bytes_ + copies;
@@ -483,7 +494,7 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
   bool binds = !bound_.empty();
   std::vector<const void*> sources(binds ? live.size() : 0);
   for (size_t i = 0; i < live.size(); ++i) {
-    if (borrowed_[i] || !live[i].defined())
+    if (borrowed_[i] || baked_[i] || !live[i].defined())
       continue;
     if (inputs_[i].is_meta())
       sources[i] = live[i].const_data_ptr();

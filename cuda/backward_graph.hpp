@@ -283,6 +283,9 @@ private:
   /// The static buffers; a bound input's is a meta tensor of its layout.
   std::vector<at::Tensor> inputs_;
   std::vector<bool> borrowed_;
+  /// Python scalars (wrapped numbers): the kernels took their values at the
+  /// capture, which the shape key holds (Note [Python scalars in graphs]).
+  std::vector<bool> baked_;
   /// Where each borrowed parameter's data was at capture, as the graph's
   /// kernels read it: `set_data` can move a parameter while its tensor
   /// (inputs_) stays the same.

@@ -144,7 +144,8 @@ bool backward_graph::find_live_holders(const engine::functional::recording& reco
   for (uint32_t i = 0; i < inputs_.size(); ++i) {
     const auto& input = inputs_[i];
     bool index = input.is_meta() && may_index(input.scalar_type());
-    bool copied = !borrowed_[i] && input.defined() && !input.is_meta() && span_bytes(input) > 0;
+    bool copied = !borrowed_[i] && !baked_[i] && input.defined() && !input.is_meta()
+                  && span_bytes(input) > 0;
     if (!index && !copied)
       continue;  // read as data where it is bound, or a parameter
     std::optional<compiler::value_id> value;

@@ -111,7 +111,7 @@ std::string holder_of_cpu_tensor(const hit_call& c) {
       continue;
     }
     for (const auto& t : alone.tensor_args.inputs)
-      if (t.defined() && !t.is_cuda())
+      if (t.defined() && !t.is_cuda() && !wrapped_scalar(t))
         return "in " + c.nodes[i]->name();
   }
   return "in a node lifted with the others";
@@ -273,7 +273,7 @@ std::optional<lifted_inputs> lift_inputs(const hit_call& c, const structure_grap
     return std::nullopt;
   }
   for (const auto& t : lifted.call->tensor_args.inputs)
-    if (t.defined() && !t.is_cuda()) {
+    if (t.defined() && !t.is_cuda() && !wrapped_scalar(t)) {
       why = "a saved tensor is on the CPU (" + holder_of_cpu_tensor(c) + ")";
       return std::nullopt;
     }

@@ -4,9 +4,16 @@
 
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
+#include <algorithm>
 #include <bit>
+#include <cstring>
 
 namespace gradd::cuda {
+
+bool wrapped_scalar(const at::Tensor& t) {
+  return t.defined() && t.is_cpu() && t.dim() == 0
+         && t.unsafeGetTensorImpl()->is_wrapped_number();
+}
 
 std::optional<uint64_t> shape_key(const torch::dynamo::autograd::AutogradCompilerCall& call,
                                   uint64_t nodes) {
@@ -34,6 +41,11 @@ std::optional<uint64_t> shape_key(const torch::dynamo::autograd::AutogradCompile
     for (int64_t d = 0; d < t.dim(); ++d)
       key = mix_key(mix_key(key, static_cast<uint64_t>(t.size(d))),
                     static_cast<uint64_t>(t.stride(d)));
+    if (wrapped_scalar(t)) {  // its value, which a graph keeps
+      uint64_t bits = 0;
+      std::memcpy(&bits, t.const_data_ptr(), std::min<size_t>(t.element_size(), sizeof bits));
+      key = mix_key(key, bits);
+    }
   }
   return key;
 }

@@ -76,6 +76,37 @@ def test_hooks_on_parameters_run_live_around_graphs(tmp_path):
 
 
 @cuda
+def test_python_numbers_in_ops_under_graphs(tmp_path):
+    """Note [Python scalars in graphs]: `0.5 * h` and the like save the number
+    as a wrapped CPU tensor (GPT-2's GELU is written so). Graphs serve the
+    structure, one per value of the scale, bitwise."""
+    torch.manual_seed(0)
+    first, last = torch.nn.Linear(64, 64).cuda(), torch.nn.Linear(64, 8).cuda()
+    params = list(first.parameters()) + list(last.parameters())
+
+    def step(k, scale):
+        for p in params:
+            p.grad = None
+        x = torch.randn(32, 64, device="cuda", generator=torch.Generator("cuda").manual_seed(k))
+        h = first(x)
+        h = 0.5 * h * (1.0 + torch.tanh(0.7978845608 * (h + 0.044715 * torch.pow(h, 3.0))))
+        (last(h) * scale).square().mean().backward()
+        torch.cuda.current_stream().synchronize()
+        return [p.grad.clone() for p in params]
+
+    scales = [0.5, 0.5, 0.5, 0.25, 0.25, 0.5, 0.25]
+    stock = [step(k, scale) for k, scale in enumerate(scales)]
+    text = SYNC + "cuda_graphs:\n  enabled: true\n  mode: static\n"
+    with gradd.enabled(write_policy(tmp_path, text)):
+        for k, scale in enumerate(scales):
+            assert all_bits_equal(stock[k], step(k, scale)), f"step {k}"
+            gradd.wait_for_compiles()
+        s, [g] = gradd.stats(), gradd.graph_stats()
+    assert s["graph_backwards"] >= 4, s
+    assert (g["cuda_graphs"], g["plans_only"]) == (2, ""), g
+
+
+@cuda
 def test_device_synchronizes_wait_for_captures(tmp_path):
     """Note [Device synchronizes during captures]: a thread synchronizing the
     device in a loop and a loop synchronizing every step, while each new

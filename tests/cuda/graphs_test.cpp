@@ -469,3 +469,38 @@ TEST_CASE("graph_stats says what CUDA graphs cover of each structure", "[cuda][g
     CHECK_THAT(g.plans_only, Catch::Matchers::EndsWith("(GeluBackward0) has hooks"));
   }
 }
+
+namespace {
+
+/// `x * number` as Python writes it: the number wrapped into a 0-dim CPU
+/// tensor, which MulBackward0 saves.
+Tensor times_python_number(const Tensor& x, double number) {
+  auto wrapped = torch::scalar_tensor(number, torch::kFloat64);
+  wrapped.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return x * wrapped;
+}
+
+} // namespace
+
+TEST_CASE("Python numbers saved by a backward: a graph per value, bitwise", "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  // Note [Python scalars in graphs]: the graph keeps the value it was
+  // captured with, so each value is a shape of its own.
+  mlp m;
+  auto params = m.parameters();
+  const std::vector<double> numbers{0.5, 0.5, 0.5, 0.25, 0.25, 0.5, 0.25};
+  auto step = [&](size_t i) {
+    clear_grads(params);
+    auto h = m.hidden(8, static_cast<int64_t>(i));
+    times_python_number(h, numbers[i]).square().mean().backward();
+    return grads_of(params);
+  };
+  auto s = gradd::test::compare_steps(policy(gradd::graph_shape_policy::static_shapes),
+                                      numbers.size(), step);
+  CHECK(s.graph_backwards >= 4);
+  auto all = gradd::graph_stats();
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].plans_only.empty());
+  CHECK(all[0].cuda_graphs == 2);
+}
