@@ -1,0 +1,66 @@
+// A leaf with hooks, lifted for the graph path (Note [Live leaves],
+// cuda/backward_graph.cpp): without its hooks' compiled_args, which a C++
+// post-hook (DistributedDataParallel's kind) answers by throwing and a
+// Python one by touching Python objects. Lifting is the same on every
+// device, so this runs on CPU tensors (graph_look.hpp).
+
+#include "cuda/graph_look.hpp"
+#include "cuda/shape_key.hpp"
+
+#include <catch2/catch.hpp>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
+
+#include <optional>
+
+using gradd::cuda::backward_nodes;
+using gradd::test::look_at_graph;
+
+namespace {
+
+namespace ca = torch::dynamo::autograd;
+
+/// The graph path's lift of `b` as node table `table` describes it: its
+/// shape key and lifted tensors.
+std::pair<std::optional<uint64_t>, size_t> lift(const backward_nodes& b,
+                                                const gradd::compiler::graph& table) {
+  ca::AutogradCompilerCall call(ca::SizeInput::STATIC);
+  auto nodes = gradd::engine::functional::lift_nodes_hashed(call, b.nodes, table);
+  return {gradd::cuda::shape_key(call, nodes), call.tensor_args.inputs.size()};
+}
+
+} // namespace
+
+TEST_CASE("a leaf with a C++ post-hook is lifted without the hook", "[engine][graphs]") {
+  auto w = torch::randn({8, 4}).requires_grad_();
+  auto loss = torch::mm(torch::randn({6, 8}), w).square().mean();
+  size_t calls = 0;
+  bool looked = false;
+  look_at_graph([&] { loss.backward(); },
+                [&](const backward_nodes& b) {
+                  looked = true;
+                  auto plain = lift(b, b.table);
+                  // The hook arrives once the graph is read: libtorch's own
+                  // lift then reaches it, and it throws.
+                  auto accumulator = torch::autograd::impl::grad_accumulator(w);
+                  accumulator->add_post_hook(
+                      std::make_unique<torch::autograd::utils::LambdaPostHook>(
+                          [&calls](const torch::autograd::variable_list& outputs,
+                                   const torch::autograd::variable_list&) {
+                            ++calls;
+                            return outputs;
+                          }));
+                  CHECK_THROWS(lift(b, b.table));
+                  auto hooked_table = b.table;
+                  for (auto& info : hooked_table.nodes)
+                    if (info.is_accumulate_grad)
+                      info.hooks.post = 1;
+                  std::pair<std::optional<uint64_t>, size_t> hooked;
+                  REQUIRE_NOTHROW(hooked = lift(b, hooked_table));
+                  CHECK(hooked.first);
+                  CHECK(hooked.second == plain.second);  // the same tensors lifted
+                  CHECK(lift(b, hooked_table).first == hooked.first);
+                });
+  CHECK(looked);
+  CHECK(calls == 0);  // lifting calls no hook
+}
