@@ -9,6 +9,8 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 
 #include <atomic>
+#include <functional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -41,39 +43,57 @@ TEST_CASE("a training loop that synchronizes the device every step keeps its cap
   CHECK(s.graph_backwards > 0);
 }
 
-TEST_CASE("device synchronizes on another thread wait for captures", "[cuda][graphs]") {
-  if (!have_cuda())
-    return;
+namespace {
+
+/// What another thread did while a loop had its shapes captured.
+struct beside_loop {
+  gradd::statistics loop;  ///< the loop's statistics
+  uint64_t rounds = 0;     ///< times the other thread ran its work
+  std::string error;       ///< the first error its work raised, if any
+};
+
+/// Runs four shapes twice through run_loop, each new one captured in the
+/// background, while another thread repeats `work`; every step's gradients
+/// are the stock engine's.
+beside_loop run_loop_beside(const std::function<void()>& work) {
   std::atomic<bool> stop{false};
-  std::atomic<uint64_t> synchronizes{0};
-  std::string error;
-  std::thread synchronizing([&] {
+  std::atomic<uint64_t> rounds{0};
+  beside_loop out;
+  std::thread other([&] {
     try {
       while (!stop.load()) {
-        torch::cuda::synchronize();
-        synchronizes.fetch_add(1);
+        work();
+        rounds.fetch_add(1);
       }
     } catch (const std::exception& e) {
-      error = e.what();
+      out.error = e.what();
     }
   });
-  gradd::statistics s;
   try {
-    // Each new shape is captured while the other thread synchronizes; every
-    // step's gradients are the stock engine's.
-    s = run_loop(policy(gradd::graph_shape_policy::static_shapes), {8, 16, 32, 48, 8, 16, 32, 48});
+    out.loop = run_loop(policy(gradd::graph_shape_policy::static_shapes),
+                        {8, 16, 32, 48, 8, 16, 32, 48});
   } catch (...) {
     stop = true;
-    synchronizing.join();
+    other.join();
     throw;
   }
   stop = true;
-  synchronizing.join();
-  CHECK(error.empty());
-  CHECK(synchronizes.load() > 0);
-  CHECK(s.graph_capture_failures == 0);
-  CHECK(s.graph_recordings == 4);
-  CHECK(s.graph_backwards == 4);
+  other.join();
+  out.rounds = rounds.load();
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("device synchronizes on another thread wait for captures", "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  auto r = run_loop_beside([] { torch::cuda::synchronize(); });
+  CHECK(r.error.empty());
+  CHECK(r.rounds > 0);
+  CHECK(r.loop.graph_capture_failures == 0);
+  CHECK(r.loop.graph_recordings == 4);
+  CHECK(r.loop.graph_backwards == 4);
 }
 
 TEST_CASE("host reads, pinned memory and emptied caches on another thread leave captures alone",
@@ -83,38 +103,18 @@ TEST_CASE("host reads, pinned memory and emptied caches on another thread leave 
   // What a data loader or a metrics thread does while gradd captures in
   // the background: each call synchronizes with the host or allocates
   // host memory the device can reach, and none may fail or spoil a capture.
-  std::atomic<bool> stop{false};
-  std::atomic<uint64_t> rounds{0};
-  std::string error;
-  std::thread busy([&] {
-    try {
-      auto on = torch::dtype(torch::kFloat32).device(torch::kCUDA);
-      while (!stop.load()) {
-        auto t = torch::full({1 << 16}, 2.0, on);
-        auto sum = t.sum().item<double>();
-        auto pinned = torch::empty({1 << 16}, torch::dtype(torch::kFloat32).pinned_memory(true));
-        pinned.copy_(t);
-        if (sum != 2.0 * (1 << 16) || pinned[7].item<float>() != 2.0f)
-          throw std::runtime_error("wrong values");
-        c10::cuda::CUDACachingAllocator::emptyCache();
-        rounds.fetch_add(1);
-      }
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
+  auto on = torch::dtype(torch::kFloat32).device(torch::kCUDA);
+  auto r = run_loop_beside([&] {
+    auto t = torch::full({1 << 16}, 2.0, on);
+    auto sum = t.sum().item<double>();
+    auto pinned = torch::empty({1 << 16}, torch::dtype(torch::kFloat32).pinned_memory(true));
+    pinned.copy_(t);
+    if (sum != 2.0 * (1 << 16) || pinned[7].item<float>() != 2.0f)
+      throw std::runtime_error("wrong values");
+    c10::cuda::CUDACachingAllocator::emptyCache();
   });
-  gradd::statistics s;
-  try {
-    s = run_loop(policy(gradd::graph_shape_policy::static_shapes), {8, 16, 32, 48, 8, 16, 32, 48});
-  } catch (...) {
-    stop = true;
-    busy.join();
-    throw;
-  }
-  stop = true;
-  busy.join();
-  CHECK(error.empty());
-  CHECK(rounds.load() > 0);
-  CHECK(s.graph_capture_failures == 0);
-  CHECK(s.graph_backwards == 4);
+  CHECK(r.error.empty());
+  CHECK(r.rounds > 0);
+  CHECK(r.loop.graph_capture_failures == 0);
+  CHECK(r.loop.graph_backwards == 4);
 }
