@@ -60,8 +60,9 @@ struct graph_record {
   // the largest of every rank's latest proposal, sets `serve_from`. So every
   // rank's latest proposal is at least a lead ahead of it, which is the
   // time the answer has to reach it: the backwards of agreement_horizon at
-  // the rate since the last proposal, at least agreement_lead. 0 means no
-  // agreement: proposals are never 0.
+  // the rate since the last proposal (for the first, since the structure
+  // was claimed), at least agreement_lead. 0 means no agreement: proposals
+  // are never 0.
   static constexpr uint64_t not_agreed = UINT64_MAX;
   static constexpr uint64_t agreement_lead = 4;
   static constexpr std::chrono::milliseconds agreement_horizon{100};
