@@ -148,17 +148,29 @@ bool has_hooks(const compiler::graph& table) {
 }
 
 std::optional<std::string> hooks_inside_graph(const compiler::graph& table) {
+  constexpr size_t named = 4;  // the reason names this many, and counts the rest
+  std::string names;
+  size_t hooked = 0;
   for (uint32_t i = 0; i < table.nodes.size(); ++i) {
     const auto& info = table.nodes[i];
     // A leaf that only captures (autograd::grad's inputs) returns its
     // gradient through its tensor pre-hooks: from inside the graph.
     bool live = info.is_accumulate_grad && info.needed && info.captures.empty();
-    if (compiler::should_execute(info) && !live && info.hooks != compiler::hook_counts{}) {
-      auto name = info.type_name.substr(info.type_name.rfind(':') + 1);
-      return "node " + std::to_string(i) + " (" + name + ") has hooks";
-    }
+    if (!compiler::should_execute(info) || live || info.hooks == compiler::hook_counts{})
+      continue;
+    if (++hooked > named)
+      continue;
+    if (hooked > 1)
+      names += ", ";
+    names += std::to_string(i) + " (" + info.type_name.substr(info.type_name.rfind(':') + 1) + ")";
   }
-  return std::nullopt;
+  if (hooked == 0)
+    return std::nullopt;
+  if (hooked == 1)
+    return "node " + names + " has hooks";
+  if (hooked > named)
+    names += " and " + std::to_string(hooked - named) + " more";
+  return "nodes " + names + " have hooks";
 }
 
 std::optional<uint32_t> python_node(const compiler::graph& table,

@@ -38,9 +38,10 @@ std::optional<c10::Stream> single_stream(const compiler::graph& table,
 bool has_hooks(const compiler::graph& table);
 
 /// Why no graph can serve a backward of `table` for its hooks, naming the
-/// first node that runs or captures with hooks and is not a leaf's
-/// AccumulateGrad that runs (which a replay calls live, hooks and all,
-/// Note [Live leaves]); nullopt where there is none.
+/// nodes (the first four, and how many more) that run or capture with
+/// hooks and are not a leaf's AccumulateGrad that runs (which a replay
+/// calls live, hooks and all, Note [Live leaves]); nullopt where there is
+/// none.
 std::optional<std::string> hooks_inside_graph(const compiler::graph& table);
 
 /// The walk-order number of the first node that runs and is a Python

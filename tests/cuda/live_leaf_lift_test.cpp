@@ -2,9 +2,11 @@
 // cuda/backward_graph.cpp): without its hooks' compiled_args, which a C++
 // post-hook (DistributedDataParallel's kind) answers by throwing and a
 // Python one by touching Python objects. Lifting is the same on every
-// device, so this runs on CPU tensors (graph_look.hpp).
+// device, so this runs on CPU tensors (graph_look.hpp). And the reason a
+// structure with hooks elsewhere stays on plans.
 
 #include "cuda/graph_look.hpp"
+#include "cuda/graph_hit.hpp"
 #include "cuda/shape_key.hpp"
 
 #include <catch2/catch.hpp>
@@ -63,4 +65,31 @@ TEST_CASE("a leaf with a C++ post-hook is lifted without the hook", "[engine][gr
                 });
   CHECK(looked);
   CHECK(calls == 0);  // lifting calls no hook
+}
+
+TEST_CASE("the hooks that keep a structure on plans are named, leaves' aside", "[engine][graphs]") {
+  auto node = [](const std::string& type, gradd::compiler::hook_counts hooks,
+                 bool accumulate_grad = false) {
+    gradd::compiler::node_info info;
+    info.type_name = type;
+    info.hooks = hooks;
+    info.is_accumulate_grad = accumulate_grad;
+    return info;
+  };
+  gradd::compiler::graph table;
+  table.nodes.push_back(node("torch::autograd::GraphRoot", {}));
+  table.nodes.push_back(node("torch::autograd::AccumulateGrad", {0, 0, 0, 1, 1}, true));
+  CHECK_FALSE(gradd::cuda::hooks_inside_graph(table));  // a leaf's hooks run live
+  table.nodes.push_back(node("torch::autograd::generated::GeluBackward0", {1, 0, 0, 0, 0}));
+  CHECK(gradd::cuda::hooks_inside_graph(table) == "node 2 (GeluBackward0) has hooks");
+  table.nodes.push_back(node("torch::autograd::generated::MmBackward0", {}));
+  for (int k = 0; k < 5; ++k)
+    table.nodes.push_back(node("torch::autograd::generated::AddBackward0", {0, 1, 0, 0, 0}));
+  CHECK(gradd::cuda::hooks_inside_graph(table)
+        == "nodes 2 (GeluBackward0), 4 (AddBackward0), 5 (AddBackward0), 6 (AddBackward0) "
+           "and 2 more have hooks");
+  table.nodes[2].needed = false;  // runs no more, captures nothing: its hooks do not matter
+  CHECK(gradd::cuda::hooks_inside_graph(table)
+        == "nodes 4 (AddBackward0), 5 (AddBackward0), 6 (AddBackward0), 7 (AddBackward0) "
+           "and 1 more have hooks");
 }
