@@ -4,8 +4,9 @@
 // a custom function (bound as one: `op::custom_function`) or a whole node
 // call stays where it is: user code may expect it on the CPU. Graphs without
 // CUDA inputs are left alone. The move is recorded in the input's metadata
-// only: CUDA graphs refuse CPU saved tensors before the passes run, so no
-// runtime reads it yet (docs/design.md, CUDA graphs, Not done).
+// only, which no runtime reads yet: CUDA graphs take a Python number by
+// value, keyed on it (Note [Python scalars in graphs], cuda/shape_key.hpp),
+// and refuse other CPU saved tensors before the passes run.
 
 #include "compiler/passes/registry.hpp"
 
