@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <thread>
+
 namespace {
 
 using namespace gradd::engine::detail;
@@ -75,4 +77,19 @@ TEST_CASE("pending records are dropped when the pipeline stops", "[engine][plan_
   table.drop_pending();
   CHECK(r->state.load() == gradd::graph_state::failed);
   CHECK(table.claim(key_of(20)));  // compiles again next time
+}
+
+TEST_CASE("a held plan's first proposal leads by the backwards of the horizon since the claim",
+          "[engine][plan_table]") {
+  // Note [Agreement across ranks]: 200 backwards within about 20 ms of the
+  // claim, so some 1000 in the 100 ms horizon; a fixed first lead of 4
+  // was passed before the answer came where backwards are that fast.
+  graph_record record(1, key_of(7));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  record.hold_for_agreement();
+  auto first = record.propose_at(200);
+  REQUIRE(first);
+  CHECK(*first > 200 + 2 * graph_record::agreement_lead);
+  CHECK(record.renew_at.load() > 200 + graph_record::agreement_lead);
+  CHECK_FALSE(record.propose_at(201));  // not due until within one lead
 }
