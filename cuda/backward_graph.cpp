@@ -188,19 +188,19 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   g->device_ = side.device_index();
   const auto& nodes = request.backward.walk.nodes;
   const auto& table = request.backward.ir;
+  // The node of each accumulate_grad op, in op order: the order of the
+  // leaf gradients the capture collects.
+  std::vector<uint32_t> leaf_nodes;
+  for (const auto& o : recording.ir.ops)
+    if (o.kind == compiler::op_kind::accumulate_grad)
+      leaf_nodes.push_back(o.node);
+  auto hooked = [&](uint32_t node) { return table.nodes[node].hooks != compiler::hook_counts{}; };
   // Where leaves are called live, the graph marks where each leaf's
   // gradient is ready, and each waits for its own (Note [Live leaves]).
-  size_t leaf_ops = 0;
-  bool live_leaves = false;
-  for (const auto& o : recording.ir.ops)
-    if (o.kind == compiler::op_kind::accumulate_grad) {
-      ++leaf_ops;
-      live_leaves = live_leaves || table.nodes[o.node].hooks != compiler::hook_counts{};
-    }
   auto capture_options = options;
-  if (live_leaves) {
+  if (std::any_of(leaf_nodes.begin(), leaf_nodes.end(), hooked)) {
     g->leaf_stream_ = c10::cuda::getStreamFromPool(false, g->device_);
-    for (size_t k = 0; k < leaf_ops; ++k) {
+    for (size_t k = 0; k < leaf_nodes.size(); ++k) {
       g->ready_.push_back(nullptr);  // owned by g from here
       C10_CUDA_CHECK(cudaEventCreateWithFlags(&g->ready_.back(), cudaEventDisableTiming));
     }
@@ -229,16 +229,12 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
     count(gradient);
   for (const auto& result : outputs.results)
     count(result);
-  std::unordered_map<uint32_t, uint32_t> node_of_leaf;
-  for (const auto& o : recording.ir.ops)
-    if (o.kind == compiler::op_kind::accumulate_grad)
-      node_of_leaf[static_cast<uint32_t>(o.index)] = o.node;
   for (auto& [leaf, gradient] : outputs.leaf_gradients) {
     leaf_gradient out;
     out.leaf = leaf;
     out.position = static_cast<uint32_t>(g->leaves_.size());
-    out.node = node_of_leaf.at(leaf);
-    out.live = table.nodes[out.node].hooks != compiler::hook_counts{};
+    out.node = leaf_nodes.at(out.position);
+    out.live = hooked(out.node);
     g->live_nodes_ += out.live;
     if (gradient.defined()) {
       out.exclusive = users[gradient.unsafeGetTensorImpl()] == 1;

@@ -54,8 +54,9 @@ struct structure_graphs {
   bool probe_fails = false;  ///< its probe has no key (a symbolic or nested shape): no bets by probe
   uint32_t parameter_moves = 0;  ///< graphs dropped for a parameter at another address
   std::atomic<uint64_t> graph_backwards{0};  ///< served by its graphs; read without the mutex
-  /// Its nodes were found liftable (no Python node): once per structure,
-  /// whose key fixes the nodes' types. Read without the mutex.
+  /// Its nodes were found fit for graphs (no hooks inside the graph, no
+  /// Python node): once per structure, whose key fixes the nodes' types and
+  /// hook counts. Read without the mutex.
   std::atomic<bool> nodes_vetted{false};
   /// Its memory-efficient attention nodes (Note [Dropout seeds on the
   /// device]); written once, before nodes_vetted is set, read after.

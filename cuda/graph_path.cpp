@@ -153,11 +153,11 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
     if (!structure->plan_only.empty())
       return std::nullopt;
   }
-  if (auto hooked = hooks_inside_graph(c.table)) {
-    keep_on_plans(*structure, hit, *hooked);
-    return std::nullopt;
-  }
   if (!structure->nodes_vetted.load(std::memory_order_acquire)) {
+    if (auto hooked = hooks_inside_graph(c.table)) {
+      keep_on_plans(*structure, hit, *hooked);
+      return std::nullopt;
+    }
     if (auto at = python_node(c.table, c.nodes)) {
       keep_on_plans(*structure, hit,
                     "it runs a Python autograd.Function (node " + std::to_string(*at) + ")");
