@@ -89,6 +89,9 @@ struct settings {
     uint32_t memory_limit_mb = 4096;  ///< static buffers and pools of all graphs together
     grad_hand_out hand_out = grad_hand_out::borrow;
     bool early_launch = true;    ///< launch a steady structure's graph before its lift (Note [Early launch])
+    /// Nodes a structure's graphs may be cut at, called live between pieces
+    /// (Note [Piecewise graphs]); a structure with more stays on plans.
+    uint32_t max_cuts = 16;
   } cuda_graphs;
   struct daemon_section {
     /// A process: the `gradd daemon` to compile with, "host:port" ("" or

@@ -24,6 +24,7 @@
 #include <ATen/core/NamedTensor.h>
 #include <ATen/record_function.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <ATen/ops/from_blob.h>
 #include <c10/core/GradMode.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -128,23 +129,62 @@ private:
   }
 };
 
-/// A recording captured into a CUDA graph, and the outputs the capture
-/// left in its pool.
+/// A recording captured into CUDA graphs, one per piece (Note [Piecewise
+/// graphs]), and the outputs the capture left in its pool.
 struct captured_program {
-  cudaGraph_t graph = nullptr;
+  std::vector<cudaGraph_t> graphs;
   functional::program_outputs outputs;
 };
 
-/// Captures `recording` run on `inputs` into the private pool `pool`; the
-/// caller gives the capture's share of the pool back (stream_capture).
+/// What a capture does at a cut, between the captures of the pieces before
+/// and after it: given the call_node op's position, the node's input
+/// gradients and the values in flight, returns where the piece after it
+/// reads the node's outputs.
+using cut_handler = std::function<variable_list(
+    uint32_t at, const variable_list& inputs, const std::vector<at::Tensor>& in_flight)>;
+
+/// Captures `recording` run on `inputs` into the private pool `pool`, one
+/// graph per piece, `at_cut` called between them; the caller gives each
+/// capture's share of the pool back (stream_capture).
 captured_program capture_program(const functional::recording& recording,
                                  const std::vector<torch::autograd::Node*>& nodes,
                                  const std::vector<at::Tensor>& inputs,
                                  const functional::interpret_options& options,
-                                 c10::MempoolId_t pool, c10::cuda::CUDAStream side) {
-  stream_capture capture(side.device_index(), pool, side.stream());
-  auto outputs = functional::interpret(recording, nodes, inputs, options);
-  return {capture.end(), std::move(outputs)};
+                                 c10::MempoolId_t pool, c10::cuda::CUDAStream side,
+                                 const cut_handler& at_cut) {
+  auto device = side.device_index();
+  captured_program out;
+  try {
+    std::optional<stream_capture> capture(std::in_place, device, pool, side.stream());
+    auto piece_options = options;
+    piece_options.call_node = [&](uint32_t at, variable_list node_inputs,
+                                  const std::vector<at::Tensor>& in_flight) {
+      out.graphs.push_back(capture->end());
+      capture.reset();
+      auto outputs = at_cut(at, node_inputs, in_flight);
+      capture.emplace(device, pool, side.stream());
+      return outputs;
+    };
+    out.outputs = functional::interpret(recording, nodes, inputs, piece_options);
+    out.graphs.push_back(capture->end());
+  } catch (...) {
+    for (auto graph : out.graphs) {
+      cudaGraphDestroy(graph);
+      c10::cuda::CUDACachingAllocator::releasePool(device, pool);
+    }
+    throw;
+  }
+  return out;
+}
+
+/// Calls `node` live on `inputs` as the stock engine's evaluate_function
+/// would: as the current node, inside its profiler range.
+variable_list call_node_live(torch::autograd::Node& node, variable_list inputs, bool keep_graph) {
+  engine::detail::current_node_scope current;  // Note [The current node]
+  current.enter(node);
+  RECORD_FUNCTION(c10::str("autograd::engine::evaluate_function: ", node.name()),
+                  c10::ArrayRef<const c10::IValue>());
+  return engine::detail::call_function(node, std::move(inputs), keep_graph);
 }
 
 } // namespace
@@ -166,7 +206,8 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   request.plan_done->block(side);
   c10::cuda::CUDAStreamGuard on_side(side);
   auto recording = functional::record_lifted(*request.lifted, request.backward, *request.task,
-                                             request.num_outputs, side.unwrap());
+                                             request.num_outputs, side.unwrap(),
+                                             request.cut_outputs);
   functional::run_passes(recording, request.passes);
 
   std::shared_ptr<backward_graph> g(new backward_graph());
@@ -180,40 +221,89 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   }
   at::NoGradGuard no_grad;
   at::NoNamesGuard no_names;
-  functional::interpret_options options{functional::leaf_gradients::collect, side.unwrap()};
-  // Warm-up: cuBLAS creates its handle and workspace for this stream.
-  functional::interpret(recording, request.backward.walk.nodes, g->inputs_, options);
-  side.synchronize();
-
   g->device_ = side.device_index();
   const auto& nodes = request.backward.walk.nodes;
   const auto& table = request.backward.ir;
-  // The node of each accumulate_grad op, in op order: the order of the
-  // leaf gradients the capture collects.
+  // The node of each accumulate_grad op, in op order (the order of the
+  // leaf gradients the capture collects), and the piece writing it; the
+  // nodes the graph is cut at, in op order, with where the piece after
+  // each reads its outputs (Note [Piecewise graphs]); the values the graph
+  // inputs define.
   std::vector<uint32_t> leaf_nodes;
-  for (const auto& o : recording.ir.ops)
-    if (o.kind == compiler::op_kind::accumulate_grad)
+  std::vector<uint32_t> leaf_pieces;
+  std::vector<bool> is_input(recording.ir.num_values);
+  for (uint32_t i = 0; i < recording.ir.ops.size(); ++i) {
+    const auto& o = recording.ir.ops[i];
+    if (o.kind == compiler::op_kind::accumulate_grad) {
       leaf_nodes.push_back(o.node);
+      leaf_pieces.push_back(static_cast<uint32_t>(g->cuts_.size()));
+    } else if (o.kind == compiler::op_kind::call_node) {
+      cut c;
+      c.node = o.node;
+      c.op = i;
+      const auto& info = table.nodes[o.node];
+      g->cut_names_ += (g->cut_names_.empty() ? "" : ", ") + std::to_string(o.node) + " ("
+                       + info.type_name.substr(info.type_name.rfind(':') + 1)
+                       + (info.hooks != compiler::hook_counts{} ? ": hooks)"
+                                                                : ": a Python Function)");
+      for (const auto& t : request.cut_outputs.at(o.node))
+        c.outputs.push_back(t.defined() ? static_copy(t) : at::Tensor());
+      g->cuts_.push_back(std::move(c));
+    } else if (o.kind == compiler::op_kind::graph_input) {
+      for (auto v : o.results)
+        if (v != compiler::no_value)
+          is_input[v] = true;
+    }
+  }
+  auto cut_of = [&](uint32_t at) -> cut& {
+    return *std::find_if(g->cuts_.begin(), g->cuts_.end(), [at](const cut& c) { return c.op == at; });
+  };
+
+  functional::interpret_options options{functional::leaf_gradients::collect, side.unwrap()};
+  options.call_node = [&](uint32_t at, variable_list, const std::vector<at::Tensor>&) {
+    return cut_of(at).outputs;
+  };
+  // Warm-up: cuBLAS creates its handle and workspace for this stream.
+  functional::interpret(recording, nodes, g->inputs_, options);
+  side.synchronize();
+
   auto hooked = [&](uint32_t node) { return table.nodes[node].hooks != compiler::hook_counts{}; };
-  // Where leaves are called live, the graph marks where each leaf's
-  // gradient is ready, and each waits for its own (Note [Live leaves]).
+  // Where leaves are called live or the graph is cut, the graph marks
+  // where each leaf's gradient is ready, and each waits for its own (Note
+  // [Live leaves]).
   auto capture_options = options;
-  if (std::any_of(leaf_nodes.begin(), leaf_nodes.end(), hooked)) {
+  if (!g->cuts_.empty() || std::any_of(leaf_nodes.begin(), leaf_nodes.end(), hooked)) {
     g->leaf_stream_ = c10::cuda::getStreamFromPool(false, g->device_);
     for (size_t k = 0; k < leaf_nodes.size(); ++k) {
       g->ready_.push_back(nullptr);  // owned by g from here
       C10_CUDA_CHECK(cudaEventCreateWithFlags(&g->ready_.back(), cudaEventDisableTiming));
     }
-    capture_options.after_leaf = [&](size_t leaf) {
+    capture_options.after_leaf = [&](size_t leaf, at::Tensor&) {
       C10_CUDA_CHECK(cudaEventRecordWithFlags(g->ready_.at(leaf), side.stream(),
                                               cudaEventRecordExternal));
     };
   }
-  auto [graph, outputs] =
-      capture_program(recording, nodes, g->inputs_, capture_options, pool->id(), side);
-  g->pool_ = std::move(pool);  // with the capture's share of it
-  g->graph_ = graph;
+  // At a cut, where the node's inputs and the values in flight past it lie.
+  auto at_cut = [&](uint32_t at, const variable_list& inputs,
+                    const std::vector<at::Tensor>& in_flight) {
+    auto& c = cut_of(at);
+    for (const auto& t : inputs)
+      c.inputs.push_back(t.defined() ? std::optional(place(0, t)) : std::nullopt);
+    for (uint32_t v = 0; v < in_flight.size(); ++v)
+      if (in_flight[v].defined() && !is_input[v])
+        c.in_flight.push_back(place(v, in_flight[v]));
+    return c.outputs;
+  };
+  auto [graphs, outputs] =
+      capture_program(recording, nodes, g->inputs_, capture_options, pool->id(), side, at_cut);
+  g->pool_ = std::move(pool);  // with each capture's share of it
+  g->graph_ = graphs[0];
+  for (size_t k = 0; k < g->cuts_.size(); ++k)
+    g->cuts_[k].graph = graphs[k + 1];
   C10_CUDA_CHECK(cudaGraphInstantiate(&g->exec_, g->graph_, 0));
+  for (auto& c : g->cuts_)
+    C10_CUDA_CHECK(cudaGraphInstantiate(&c.exec, c.graph, 0));
+  g->live_nodes_ = g->cuts_.size();
   g->replayed_.emplace();
 
   // Which outputs are handed out alone (Note [Lent gradients]): the stock
@@ -234,6 +324,7 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
     out.leaf = leaf;
     out.position = static_cast<uint32_t>(g->leaves_.size());
     out.node = leaf_nodes.at(out.position);
+    out.piece = leaf_pieces.at(out.position);
     out.live = hooked(out.node);
     g->live_nodes_ += out.live;
     if (gradient.defined()) {
@@ -245,32 +336,43 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   }
   // Handed out as the stock engine reaches them: a leaf's hook sees the
   // `.grad` of the leaves before it written, and of those after it not yet.
+  // A piece's leaves come once it is launched.
   std::vector<uint32_t> reached(table.nodes.size());
   auto order = compiler::stock_order(table);
   for (uint32_t k = 0; k < order.size(); ++k)
     reached[order[k]] = k;
   std::stable_sort(g->leaves_.begin(), g->leaves_.end(),
                    [&](const leaf_gradient& a, const leaf_gradient& b) {
-                     return reached[a.node] < reached[b.node];
+                     return std::pair(a.piece, reached[a.node]) < std::pair(b.piece, reached[b.node]);
                    });
   g->lent_->record_use_on(request.stream);  // before the twin's capture
   g->results_ = std::move(outputs.results);
-  // The twin of Note [Bound inputs], in a pool of its own that goes with it.
-  g->bind_inputs(
-      side, request.level,
-      [&](const std::vector<at::Tensor>& inputs) {
-        auto scratch = at::cuda::graph_pool_handle();
-        auto twin = capture_program(recording, nodes, inputs, capture_options, scratch, side);
-        c10::cuda::CUDACachingAllocator::releasePool(g->device_, scratch);
-        return graph_handle(twin.graph, &cudaGraphDestroy);
-      },
-      request.lifted->tensor_args.inputs, request.copied);
-  g->stale_reads_harmless_ = g->stale_reads_harmless_ && g->find_live_holders(recording);
+  if (g->cuts_.empty()) {
+    // The twin of Note [Bound inputs], in a pool of its own that goes with it.
+    g->bind_inputs(
+        side, request.level,
+        [&](const std::vector<at::Tensor>& inputs) {
+          auto scratch = at::cuda::graph_pool_handle();
+          auto twin = capture_program(recording, nodes, inputs, capture_options, scratch, side, {});
+          c10::cuda::CUDACachingAllocator::releasePool(g->device_, scratch);
+          return graph_handle(twin.graphs[0], &cudaGraphDestroy);
+        },
+        request.lifted->tensor_args.inputs, request.copied);
+    g->stale_reads_harmless_ = g->stale_reads_harmless_ && g->find_live_holders(recording);
+  } else {
+    // Pieces copy their inputs and launch after the lift.
+    g->stale_reads_harmless_ = false;
+    g->recording_ = std::make_shared<const functional::recording>(std::move(recording));
+  }
 
   size_t copies = 0;
   for (size_t i = 0; i < g->inputs_.size(); ++i)
     if (!g->borrowed_[i] && !g->baked_[i] && g->inputs_[i].defined() && !g->inputs_[i].is_meta())
       copies += g->inputs_[i].storage().nbytes();
+  for (const auto& c : g->cuts_)
+    for (const auto& t : c.outputs)
+      if (t.defined())
+        copies += t.storage().nbytes();
   g->pool_bytes_ = g->pool_->recount();  // counted by the pool
   g->bytes_ = g->pool_bytes_ + copies;
   g->copied_early_from_.assign(g->inputs_.size(), nullptr);
@@ -298,8 +400,15 @@ backward_graph::~backward_graph() {
     cudaGraphExecDestroy(exec_);
   if (graph_)
     cudaGraphDestroy(graph_);
-  if (pool_)  // its capture's share: the pool's segments go with the last
-    c10::cuda::CUDACachingAllocator::releasePool(device_, pool_->id());
+  for (const auto& c : cuts_) {
+    if (c.exec)
+      cudaGraphExecDestroy(c.exec);
+    if (c.graph)
+      cudaGraphDestroy(c.graph);
+  }
+  if (pool_)  // each capture's share: the pool's segments go with the last
+    for (size_t piece = 0; piece < pieces(); ++piece)
+      c10::cuda::CUDACachingAllocator::releasePool(device_, pool_->id());
 }
 
 const std::string* backward_graph::rebind_refusal() const noexcept {
@@ -408,23 +517,138 @@ void backward_graph::call_live(leaf_gradient& g, torch::autograd::Node& node,
   at::Tensor held;
   if (options.hand_out != grad_hand_out::borrow || !g.exclusive)
     held = gradient;
-  engine::detail::current_node_scope current;  // Note [The current node]
-  current.enter(node);
-  RECORD_FUNCTION(c10::str("autograd::engine::evaluate_function: ", node.name()),
-                  c10::ArrayRef<const c10::IValue>());
-  engine::detail::call_function(node, {std::move(gradient)}, options.keep_graph);
+  call_node_live(node, {std::move(gradient)}, options.keep_graph);
 }
 
-void backward_graph::hand_out_live(const std::vector<at::Tensor>& live,
-                                   const backward_nodes& backward, c10::cuda::CUDAStream stream,
-                                   const replay_options& options) {
+// Note [Piecewise graphs]
+// Hooks on activations, Python autograd.Functions (custom Functions,
+// reentrant checkpointing, module backward hooks) run host code between
+// node calls, where a graph has no place for it. Such a node (cut_at,
+// engine/functional/graph.cpp) is neither lifted nor recorded: the plan
+// run the capture is made from hands over what it returned, after its
+// hooks (output_tap), and the recording holds one call_node op returning
+// those tensors. The capture ends a graph at each such op and begins the
+// next after it, all pieces in one pool; the piece after a cut reads the
+// node's outputs from static buffers laid out as the plan's run returned
+// them, and where the node's input gradients and the other values in
+// flight past it lie is noted, by address: holding them would keep their
+// memory from the pieces after. A replay launches the first piece, then
+// goes through the leaves in the stock engine's order as Note [Live
+// leaves] does; before the first leaf of a later piece (or at the end) it
+// crosses the cut: on the backward's stream it calls the node live with
+// copies of its input gradients (a hook may keep them; the pool's memory
+// is the next replay's), as the current node, in libtorch's graph task,
+// hooks and all, copies its outputs into the next piece's buffers and
+// launches that piece. The stock engine runs the same kernels on the same
+// values in the same order, so the gradients are bitwise its own. A node
+// whose outputs do not fit the next piece (a hook returned another layout,
+// or nothing) ends the graphs for that backward: the rest of the recording
+// runs eagerly from copies of the values in flight, its leaves handed out
+// and its cuts called as they come. Pieces copy all their inputs and
+// launch after the lift: no bound inputs, no early launch.
+
+at::Tensor backward_graph::copy_of(const placed_value& v) const {
+  auto view = at::from_blob(const_cast<void*>(v.data), v.sizes, v.strides, [](void*) {},
+                            at::TensorOptions().dtype(v.dtype).device(c10::kCUDA, device_));
+  return static_copy(view);
+}
+
+backward_graph::placed_value backward_graph::place(uint32_t value, const at::Tensor& v) {
+  return {value, v.const_data_ptr(), v.sizes().vec(), v.strides().vec(), v.scalar_type()};
+}
+
+std::optional<variable_list> backward_graph::cross(cut& c, const backward_nodes& backward,
+                                                   c10::cuda::CUDAStream stream,
+                                                   const replay_options& options) {
+  c10::cuda::CUDAStreamGuard on_stream(stream);
+  variable_list inputs;
+  inputs.reserve(c.inputs.size());
+  for (const auto& input : c.inputs)
+    inputs.push_back(input ? copy_of(*input) : at::Tensor());
+  auto outputs = call_node_live(*backward.nodes[c.node], std::move(inputs), options.keep_graph);
+  if (outputs.size() != c.outputs.size())
+    return outputs;
+  std::vector<copy_span> spans;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const auto& now = outputs[k];
+    const auto& buffer = c.outputs[k];
+    if (now.defined() != buffer.defined())
+      return outputs;
+    if (!now.defined())
+      continue;
+    if (now.scalar_type() != buffer.scalar_type() || now.device() != buffer.device()
+        || now.sizes() != buffer.sizes() || now.strides() != buffer.strides())
+      return outputs;
+    if (size_t bytes = span_bytes(now))
+      spans.push_back({now.const_data_ptr(), buffer.mutable_data_ptr(), bytes});
+  }
+  batched_copy(spans, stream.stream());
+  auto start = std::chrono::steady_clock::now();
+  C10_CUDA_CHECK(cudaGraphLaunch(c.exec, stream.stream()));
+  graph_cache::instance().counters.cuda_launch_ns.fetch_add(
+      nanoseconds_between(start, std::chrono::steady_clock::now()), std::memory_order_relaxed);
+  return std::nullopt;
+}
+
+variable_list backward_graph::finish_eagerly(const cut& c, variable_list outputs,
+                                             const std::vector<at::Tensor>& live,
+                                             const backward_nodes& backward,
+                                             c10::cuda::CUDAStream stream,
+                                             const replay_options& options) {
+  graph_cache::instance().counters.eager_rests.fetch_add(1, std::memory_order_relaxed);
+  c10::cuda::CUDAStreamGuard on_stream(stream);
+  std::vector<at::Tensor> values(recording_->ir.num_values);
+  for (const auto& v : c.in_flight)
+    values[v.value] = copy_of(v);
+  const auto& call = recording_->ir.ops[c.op];
+  for (size_t k = 0; k < call.results.size() && k < outputs.size(); ++k)
+    if (call.results[k] != compiler::no_value)
+      values[call.results[k]] = std::move(outputs[k]);
+  std::vector<const leaf_gradient*> by_position(leaves_.size());
+  for (const auto& leaf : leaves_)
+    by_position[leaf.position] = &leaf;
+  functional::interpret_options rest{functional::leaf_gradients::collect, stream.unwrap()};
+  rest.after_leaf = [&](size_t position, at::Tensor& gradient) {
+    const auto& leaf = *by_position.at(position);
+    if (leaf.live)
+      call_node_live(*backward.nodes[leaf.node], {std::move(gradient)}, options.keep_graph);
+    else if (gradient.defined())
+      functional::accumulate_into_grad(live[leaf.leaf], std::move(gradient));
+  };
+  rest.call_node = [&](uint32_t at, variable_list inputs, const std::vector<at::Tensor>&) {
+    return call_node_live(*backward.nodes[recording_->ir.ops[at].node], std::move(inputs),
+                          options.keep_graph);
+  };
+  return functional::interpret_rest(*recording_, backward.nodes, live, rest, c.op + 1,
+                                    std::move(values))
+      .results;
+}
+
+std::optional<variable_list> backward_graph::hand_out_live(const std::vector<at::Tensor>& live,
+                                                           const backward_nodes& backward,
+                                                           c10::cuda::CUDAStream stream,
+                                                           const replay_options& options) {
   c10::cuda::CUDAStreamGuard on_leaves(*leaf_stream_);
   // Leaf positions are the order the graph writes the gradients: waiting
   // for the latest one handed out so far covers the others, whose `.grad`
   // a hook may read.
   uint32_t needed = 0, waited = 0;  // positions + 1
+  size_t crossed = 0;  // cuts
+  std::optional<variable_list> rest;  // the results, where the rest ran eagerly
+  // Crosses the cuts before `piece`; false where one ended the graphs.
+  auto cross_to = [&](size_t piece) {
+    for (; crossed < piece; ++crossed)
+      if (auto outputs = cross(cuts_[crossed], backward, stream, options)) {
+        wait_for(*leaf_stream_, stream);  // the leaves before: their `.grad` is read
+        rest = finish_eagerly(cuts_[crossed], std::move(*outputs), live, backward, stream, options);
+        return false;
+      }
+    return true;
+  };
   try {
     for (auto& leaf : leaves_) {
+      if (!cross_to(leaf.piece))
+        return rest;
       needed = std::max(needed, leaf.position + 1);
       const auto& variable = live[leaf.leaf];
       bool device_work = leaf.live || (leaf.buffer.defined()
@@ -438,16 +662,24 @@ void backward_graph::hand_out_live(const std::vector<at::Tensor>& live,
       else
         hand_out(leaf, variable, options.hand_out);
     }
+    if (!cross_to(cuts_.size()))
+      return rest;
   } catch (...) {
     wait_for(*leaf_stream_, stream);  // what the hooks queued before
     throw;
   }
   wait_for(*leaf_stream_, stream);
+  return std::nullopt;
 }
 
 size_t backward_graph::node_count() const {
   size_t count = 0;
   C10_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &count));
+  for (const auto& c : cuts_) {
+    size_t piece = 0;
+    C10_CUDA_CHECK(cudaGraphGetNodes(c.graph, nullptr, &piece));
+    count += piece;
+  }
   return count;
 }
 
@@ -530,12 +762,13 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
     note_addresses(live, rewritten > 0, backward);
   auto launched = std::chrono::steady_clock::now();
 
-  // A leaf called live may read its gradient, and so may the hooks around
+  // A node called live may read its gradients, and so may the hooks around
   // it (a bucket copy of DistributedDataParallel).
   bool read = live_nodes_ > 0;
+  std::optional<variable_list> rest;  // the results, where the rest ran eagerly
   if (read) {
     try {
-      hand_out_live(live, backward, stream, options);
+      rest = hand_out_live(live, backward, stream, options);
     } catch (...) {
       mark_replayed(stream);  // the pool's next launch waits for what the hooks queued
       throw;
@@ -545,10 +778,14 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
       read = hand_out(leaf, live[leaf.leaf], options.hand_out) || read;
   }
   variable_list results;
-  results.reserve(results_.size());
-  for (const auto& result : results_) {
-    results.push_back(result.defined() ? layout_copy(result) : result);
-    read = read || result.defined();
+  if (rest) {
+    results = std::move(*rest);
+  } else {
+    results.reserve(results_.size());
+    for (const auto& result : results_) {
+      results.push_back(result.defined() ? layout_copy(result) : result);
+      read = read || result.defined();
+    }
   }
   if (read)  // the pool's next launch waits for these reads too
     mark_replayed(stream);

@@ -9,7 +9,10 @@
 // (Note [Bound inputs]), copies the others into their copies with one
 // batched launch, replays, and hands out the gradients the graph wrote,
 // without cloning them (Note [Lent gradients]). The graphs one stream
-// actor captures share one memory pool (Note [One pool per stream]).
+// actor captures share one memory pool (Note [One pool per stream]). A
+// backward with nodes a graph cannot hold (hooks, Python Functions) is
+// captured as pieces, those nodes called live between them (Note
+// [Piecewise graphs]).
 
 #include "config/settings.hpp"
 #include "cuda/batched_copy.hpp"
@@ -66,6 +69,9 @@ struct capture_request {
   std::shared_ptr<torch::autograd::Node> root;
   std::shared_ptr<torch::autograd::GraphTask> task;  ///< its TLS and exec info
   std::shared_ptr<torch::dynamo::autograd::AutogradCompilerCall> lifted;
+  /// Per node (walk order), what each node the graph is cut at returned
+  /// when the plan ran (functional::cut_at); empty where there is none.
+  std::vector<torch::autograd::variable_list> cut_outputs;
   size_t num_outputs = 0;   ///< autograd::grad outputs
   bool keep_graph = false;  ///< retain_graph: its saved variables stay
   std::shared_ptr<at::cuda::CUDAEvent> plan_done;  ///< recorded on `stream` after the plan
@@ -161,8 +167,16 @@ public:
                                                        std::optional<early_launch> early);
 
   /// Of the backward's nodes, those a replay calls live: the AccumulateGrad
-  /// nodes with hooks (Note [Live leaves]).
+  /// nodes with hooks (Note [Live leaves]) and the nodes it is cut at (Note
+  /// [Piecewise graphs]).
   size_t live_nodes() const noexcept { return live_nodes_; }
+
+  /// The pieces it is captured as: one more than the nodes it is cut at.
+  size_t pieces() const noexcept { return cuts_.size() + 1; }
+
+  /// The nodes it is cut at, each by walk-order number and type and why:
+  /// `3 (MulBackward0: hooks), 7 (PyNode: a Python Function)`.
+  const std::string& cut_names() const noexcept { return cut_names_; }
 
   /// The graph's nodes (kernels, copies, memsets), as the driver counts them.
   size_t node_count() const;
@@ -194,12 +208,61 @@ private:
     uint32_t node = 0;   ///< its AccumulateGrad node, in walk order
     bool live = false;   ///< that node has hooks: the replay calls it (Note [Live leaves])
     uint32_t position = 0;  ///< its place among the graph's leaf outputs, in the order it writes them
+    uint32_t piece = 0;  ///< the piece that writes it (Note [Piecewise graphs])
     at::Tensor buffer;   ///< the graph's output, in its pool
     bool exclusive = false;  ///< no other output or input is this very tensor
     size_t storage = 0;  ///< its lent storage (lent_gradients::lend)
   };
 
+  /// A tensor in the graph's memory, by where it lies after the pieces
+  /// before a cut ran: holding the tensor would keep its memory from the
+  /// allocations of the pieces after it.
+  struct placed_value {
+    uint32_t value = 0;  ///< the recording's value it holds
+    const void* data = nullptr;
+    std::vector<int64_t> sizes;
+    std::vector<int64_t> strides;
+    at::ScalarType dtype = at::kFloat;
+  };
+  /// A node the graph is cut at, and the piece after it (Note [Piecewise
+  /// graphs]).
+  struct cut {
+    uint32_t node = 0;  ///< walk order
+    uint32_t op = 0;    ///< its call_node op's position in recording_
+    /// Its input gradients as the piece before leaves them; nullopt where
+    /// none arrived.
+    std::vector<std::optional<placed_value>> inputs;
+    /// The other values in flight past it, but the graph inputs: what the
+    /// rest of the backward runs on where it runs eagerly.
+    std::vector<placed_value> in_flight;
+    /// Where the piece after it reads its outputs, laid out as the plan's
+    /// run of it returned them.
+    std::vector<at::Tensor> outputs;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+  };
+
   backward_graph() = default;
+  /// A copy of `v`, laid out as it is, on the current stream.
+  at::Tensor copy_of(const placed_value& v) const;
+  /// `v` as a placed_value of value `value`.
+  static placed_value place(uint32_t value, const at::Tensor& v);
+  /// Calls cut `c`'s node live on `stream` with copies of its inputs
+  /// (Note [Piecewise graphs]); where its outputs fit the piece after it,
+  /// copies them in and launches that piece, returning nullopt; returns
+  /// them otherwise.
+  std::optional<torch::autograd::variable_list> cross(cut& c, const backward_nodes& backward,
+                                                      c10::cuda::CUDAStream stream,
+                                                      const replay_options& options);
+  /// Where cut `c`'s node returned `outputs` that do not fit the piece
+  /// after it: runs the rest of the backward eagerly on `stream` from the
+  /// recording, the leaves in it handed out and the cuts called as they
+  /// come; returns the `autograd::grad` results.
+  torch::autograd::variable_list finish_eagerly(const cut& c, torch::autograd::variable_list outputs,
+                                                const std::vector<at::Tensor>& live,
+                                                const backward_nodes& backward,
+                                                c10::cuda::CUDAStream stream,
+                                                const replay_options& options);
   /// Returns whether it queued work that reads the buffer (an addition or
   /// copy into `.grad`).
   bool hand_out(leaf_gradient& g, const at::Tensor& variable, grad_hand_out mode);
@@ -210,12 +273,17 @@ private:
   /// Calls `g`'s AccumulateGrad node `node` on the gradient as the stock
   /// engine would, hooks and all (Note [Live leaves]).
   void call_live(leaf_gradient& g, torch::autograd::Node& node, const replay_options& options);
-  /// After a launch on `stream`: every leaf of `backward` (whose lifted
-  /// tensors are `live`) in the stock engine's order on leaf_stream_, each
-  /// after its gradient is ready, the hooked ones called live; then
-  /// `stream` waits for them (Note [Live leaves]).
-  void hand_out_live(const std::vector<at::Tensor>& live, const backward_nodes& backward,
-                     c10::cuda::CUDAStream stream, const replay_options& options);
+  /// After the first piece's launch on `stream`: every leaf of `backward`
+  /// (whose lifted tensors are `live`) in the stock engine's order on
+  /// leaf_stream_, each after its gradient is ready, the hooked ones called
+  /// live, and each cut crossed once the leaves before it are (Note [Live
+  /// leaves], Note [Piecewise graphs]); then `stream` waits for them.
+  /// Returns the `autograd::grad` results where a cut's node returned
+  /// outputs that did not fit and the rest ran eagerly; nullopt otherwise.
+  std::optional<torch::autograd::variable_list> hand_out_live(const std::vector<at::Tensor>& live,
+                                                              const backward_nodes& backward,
+                                                              c10::cuda::CUDAStream stream,
+                                                              const replay_options& options);
   /// Under the pool's turn, before a launch of this graph on `stream`:
   /// orders it after the pool's last launch.
   void follow_last_launch(c10::cuda::CUDAStream stream);
@@ -290,8 +358,12 @@ private:
   /// kernels read it: `set_data` can move a parameter while its tensor
   /// (inputs_) stays the same.
   std::vector<const void*> captured_at_;
-  std::vector<leaf_gradient> leaves_;  ///< in the order the stock engine reaches them
-  size_t live_nodes_ = 0;  ///< of leaves_, the live ones
+  std::vector<leaf_gradient> leaves_;  ///< by piece, each piece's in the order the stock engine reaches them
+  size_t live_nodes_ = 0;  ///< the live ones of leaves_, and the cuts
+  std::vector<cut> cuts_;  ///< in the order the recording calls them
+  std::string cut_names_;
+  /// Where there are cuts: what the rest of a backward runs eagerly from.
+  std::shared_ptr<const engine::functional::recording> recording_;
   /// Where there are live ones: per leaf position, the event the graph
   /// records once that leaf's gradient is written (an external event
   /// node), and the stream the leaves are handed out on.

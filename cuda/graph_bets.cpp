@@ -56,7 +56,7 @@ early_bet bet_before_engine(uint64_t structure, const compiler::graph& table,
   if (!bets_early(config))
     return nullptr;
   auto stream = single_stream(table, nodes);
-  if (!stream || has_hooks(table))
+  if (!stream || calls_nodes_live(table))
     return nullptr;
   return early_bet(new placed_bet(place_bet(structure, {nodes, table}, *stream, walk_began)));
 }
@@ -64,7 +64,7 @@ early_bet bet_before_engine(uint64_t structure, const compiler::graph& table,
 early_bet bet_before_walk(uint64_t structure, const compiler::graph& table,
                           const std::vector<Node*>& head, const settings& config,
                           c10::Stream stream) {
-  if (!bets_early(config) || has_hooks(table))
+  if (!bets_early(config) || calls_nodes_live(table))
     return nullptr;
   auto bet = place_bet(structure, {head, table}, stream, std::chrono::steady_clock::now());
   if (!bet.launch)
@@ -74,7 +74,7 @@ early_bet bet_before_walk(uint64_t structure, const compiler::graph& table,
 }
 
 std::optional<bet_served> serve_bet(early_bet& bet, const bet_call& c) {
-  if (!bet || !bet->launch || bet->structure != c.structure || has_hooks(c.table))
+  if (!bet || !bet->launch || bet->structure != c.structure || calls_nodes_live(c.table))
     return std::nullopt;
   auto stream = single_stream(c.table, c.nodes);
   if (!stream || stream != bet->stream)

@@ -55,6 +55,7 @@ std::shared_ptr<backward_graph> structure_graphs::graph_probed(uint64_t probe) c
 void graph_counters::reset() noexcept {
   graph_backwards = 0;
   piecewise_backwards = 0;
+  eager_rests = 0;
   captures = 0;
   capture_failures = 0;
   evictions = 0;

@@ -85,6 +85,7 @@ struct structure_graphs {
 struct graph_counters {
   std::atomic<uint64_t> graph_backwards{0};   ///< backwards a graph served
   std::atomic<uint64_t> piecewise_backwards{0};  ///< of those, calling nodes live (Note [Live leaves])
+  std::atomic<uint64_t> eager_rests{0};  ///< of those, finished eagerly after a cut (Note [Piecewise graphs])
   std::atomic<uint64_t> captures{0};          ///< graphs captured
   std::atomic<uint64_t> capture_failures{0};  ///< captures that failed (structure, or shape out of memory, then plan-only)
   std::atomic<uint64_t> evictions{0};

@@ -140,11 +140,17 @@ std::optional<c10::Stream> single_stream(const compiler::graph& table,
   return stream;
 }
 
-bool has_hooks(const compiler::graph& table) {
+bool calls_nodes_live(const compiler::graph& table) {
   for (const auto& info : table.nodes)
-    if (compiler::should_execute(info) && info.hooks != compiler::hook_counts{})
+    if (compiler::should_execute(info)
+        && (info.hooks != compiler::hook_counts{} || functional::cut_at(info)))
       return true;
   return false;
+}
+
+size_t cut_count(const compiler::graph& table) {
+  return static_cast<size_t>(std::count_if(table.nodes.begin(), table.nodes.end(),
+                                           functional::cut_at));
 }
 
 std::optional<std::string> hooks_inside_graph(const compiler::graph& table) {
@@ -155,7 +161,8 @@ std::optional<std::string> hooks_inside_graph(const compiler::graph& table) {
     const auto& info = table.nodes[i];
     // A leaf that only captures (autograd::grad's inputs) returns its
     // gradient through its tensor pre-hooks: from inside the graph.
-    bool live = info.is_accumulate_grad && info.needed && info.captures.empty();
+    bool live = (info.is_accumulate_grad && info.needed && info.captures.empty())
+                || functional::cut_at(info);
     if (!compiler::should_execute(info) || live || info.hooks == compiler::hook_counts{})
       continue;
     if (++hooked > named)
@@ -179,8 +186,8 @@ std::optional<uint32_t> python_node(const compiler::graph& table,
   // privately (RTLD_LOCAL), and gradd does not link it.
   static constexpr const char* py_node = "N5torch8autograd6PyNodeE";
   for (uint32_t i = 0; i < table.nodes.size(); ++i)
-    if (compiler::should_execute(table.nodes[i]) && nodes[i] != nullptr
-        && std::strcmp(typeid(*nodes[i]).name(), py_node) == 0)
+    if (compiler::should_execute(table.nodes[i]) && !functional::cut_at(table.nodes[i])
+        && nodes[i] != nullptr && std::strcmp(typeid(*nodes[i]).name(), py_node) == 0)
       return i;
   return std::nullopt;
 }

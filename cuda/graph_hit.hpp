@@ -32,23 +32,29 @@ struct structure_graphs;
 std::optional<c10::Stream> single_stream(const compiler::graph& table,
                                          const std::vector<torch::autograd::Node*>& nodes);
 
-/// Whether any node that runs has hooks. A backward that calls some of
-/// its nodes live (Note [Live leaves]) does so inside libtorch's engine, in
-/// its graph task: it is not served before the engine.
-bool has_hooks(const compiler::graph& table);
+/// Whether a replay of `table`'s graphs calls nodes live: any node that
+/// runs has hooks, or is a Python autograd.Function. Such a replay runs
+/// inside libtorch's engine, in its graph task (Note [Live leaves], Note
+/// [Piecewise graphs]): it is not served before the engine.
+bool calls_nodes_live(const compiler::graph& table);
+
+/// The nodes of `table` its graphs are cut at (functional::cut_at).
+size_t cut_count(const compiler::graph& table);
 
 /// Why no graph can serve a backward of `table` for its hooks, naming the
 /// nodes (the first four, and how many more) that run or capture with
-/// hooks and are not a leaf's AccumulateGrad that runs (which a replay
-/// calls live, hooks and all, Note [Live leaves]); nullopt where there is
-/// none.
+/// hooks and that a replay cannot call live: neither a leaf's
+/// AccumulateGrad that runs (Note [Live leaves]) nor a node a graph is cut
+/// at (Note [Piecewise graphs]), that is, nodes taken as `autograd::grad`
+/// results. Nullopt where there is none.
 std::optional<std::string> hooks_inside_graph(const compiler::graph& table);
 
-/// The walk-order number of the first node that runs and is a Python
-/// autograd.Function (libtorch_python's PyNode), if there is one. Lifting
-/// one runs Python, which the hook may not (it runs without the GIL: a
-/// reentrant checkpoint's structure crashed the process there), and no
-/// graph could hold it.
+/// The walk-order number of the first node that runs, is a Python
+/// autograd.Function (libtorch_python's PyNode) and is no cut (it is taken
+/// as an `autograd::grad` result), if there is one. Lifting one runs
+/// Python, which the hook may not (it runs without the GIL: a reentrant
+/// checkpoint's structure crashed the process there), and no graph could
+/// hold it.
 std::optional<uint32_t> python_node(const compiler::graph& table,
                                     const std::vector<torch::autograd::Node*>& nodes);
 

@@ -11,11 +11,14 @@
 #include "cuda/graph_cache.hpp"
 #include "cuda/graph_hit.hpp"
 #include "cuda/stream_actor.hpp"
+#include "engine/detail/plan_runner.hpp"
 #include "engine/functional/graph.hpp"
 
 #include <ATen/cuda/CUDAEvent.h>
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
+
+#include <algorithm>
 
 namespace gradd::cuda {
 
@@ -89,8 +92,16 @@ variable_list plan_then_capture(const graph_call& c,
       c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, stream), std::move(backward));
   request->keep_graph = c.task.keep_graph_;
   c.task.keep_graph_ = true;  // the request releases them once recorded
+  // What the nodes the graph is cut at return is recorded as they ran
+  // (Note [Piecewise graphs]).
+  engine::detail::output_tap tap;
+  for (const auto& info : c.table.nodes)
+    tap.wanted.push_back(functional::cut_at(info));
+  bool cuts = std::find(tap.wanted.begin(), tap.wanted.end(), true) != tap.wanted.end();
+  if (cuts)
+    tap.outputs.resize(tap.wanted.size());
   try {
-    c.run_plan();
+    c.run_plan(cuts ? &tap : nullptr);
   } catch (...) {
     c.task.keep_graph_ = request->keep_graph;
     std::lock_guard lock(s.mutex);
@@ -106,6 +117,7 @@ variable_list plan_then_capture(const graph_call& c,
   request->root = c.root;
   request->task = c.task.shared_from_this();
   request->lifted = std::move(lifted);
+  request->cut_outputs = std::move(tap.outputs);
   request->num_outputs = c.outputs.size();
   request->passes = c.config.passes.effective_pipeline();
   request->delay_ms = c.config.compile.delay_ms;
@@ -160,7 +172,15 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
     }
     if (auto at = python_node(c.table, c.nodes)) {
       keep_on_plans(*structure, hit,
-                    "it runs a Python autograd.Function (node " + std::to_string(*at) + ")");
+                    "it runs a Python autograd.Function (node " + std::to_string(*at)
+                        + ") whose gradient it returns");
+      return std::nullopt;
+    }
+    if (auto cuts = cut_count(c.table); cuts > policy.max_cuts) {
+      keep_on_plans(*structure, hit,
+                    "its graph would be cut at " + std::to_string(cuts)
+                        + " nodes with hooks or Python Functions (cuda_graphs.max_cuts: "
+                        + std::to_string(policy.max_cuts) + ")");
       return std::nullopt;
     }
     auto attention = attention_nodes(c.nodes);
@@ -228,6 +248,7 @@ void add_graph_statistics(statistics& s) {
   const auto& counters = graph_cache::instance().counters;
   s.graph_backwards = counters.graph_backwards.load();
   s.piecewise_backwards = counters.piecewise_backwards.load();
+  s.graph_eager_rests = counters.eager_rests.load();
   s.graphs = static_cast<uint64_t>(counters.graphs.load());
   s.graph_bytes = static_cast<uint64_t>(counters.bytes.load());
   s.graph_bound_bytes = static_cast<uint64_t>(counters.bound_bytes.load());
@@ -265,6 +286,8 @@ void add_graph_coverage(graph_statistics& g) {
       g.cuda_graphs += 1;
       g.graph_kernels += slot.graph->node_count();
       g.live_nodes = static_cast<uint32_t>(slot.graph->live_nodes());
+      g.graph_pieces = static_cast<uint32_t>(slot.graph->pieces());
+      g.cuts = slot.graph->cut_names();
     }
 }
 

@@ -25,6 +25,10 @@ struct GraphTask;
 struct Node;
 }
 
+namespace gradd::engine::detail {
+struct output_tap;
+}
+
 namespace gradd::cuda {
 
 /// A CUDA graph launched for a backward before libtorch's engine prepared
@@ -67,7 +71,9 @@ struct graph_call {
   bool accumulate_grad;
   const std::vector<torch::autograd::Edge>& outputs;
   const settings& config;
-  const std::function<void()>& run_plan;  ///< runs the structure's plan on this backward
+  /// Runs the structure's plan on this backward, handing the tap (if any)
+  /// the outputs of the nodes it wants.
+  const std::function<void(engine::detail::output_tap*)>& run_plan;
   std::chrono::steady_clock::time_point entered;  ///< when the hook took the backward
   early_bet& bet;  ///< placed for this backward before the engine, or null; taken here
 };

@@ -64,8 +64,11 @@ void publish(const capture_request& r, std::shared_ptr<backward_graph> graph) {
               + " of inputs read in place"
               + (graph->live_nodes() == 0
                      ? ""
-                     : "; " + std::to_string(graph->live_nodes())
-                           + " leaves with hooks called live around it");
+                     : "; " + std::to_string(graph->live_nodes()) + " nodes called live around it")
+              + (graph->pieces() == 1
+                     ? ""
+                     : "; " + std::to_string(graph->pieces()) + " pieces, cut at "
+                           + graph->cut_names());
   std::vector<std::shared_ptr<backward_graph>> evicted;
   {
     std::lock_guard lock(structure->mutex);

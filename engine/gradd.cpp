@@ -77,6 +77,7 @@ std::vector<std::pair<std::string, uint64_t>> fields(const statistics& s) {
       {"daemon_fallbacks", s.daemon_fallbacks},
       {"graph_backwards", s.graph_backwards},
       {"piecewise_backwards", s.piecewise_backwards},
+      {"graph_eager_rests", s.graph_eager_rests},
       {"graph_recordings", s.graph_recordings},
       {"backwards_during_capture", s.backwards_during_capture},
       {"graphs", s.graphs},

@@ -78,8 +78,14 @@ struct statistics {
   // CUDA graphs (policy cuda_graphs); all zero on the CPU.
   uint64_t graph_backwards = 0;  ///< of plan_backwards, served by replaying a CUDA graph
   /// Of graph_backwards, those that called some of their nodes live around
-  /// the graph: the leaves with hooks (Note [Live leaves], docs/design.md).
+  /// their graphs: leaves with hooks, and the nodes with hooks and Python
+  /// Functions a graph is cut at (Note [Live leaves], Note [Piecewise
+  /// graphs], docs/design.md).
   uint64_t piecewise_backwards = 0;
+  /// Of piecewise_backwards, those where a cut node returned gradients laid
+  /// out otherwise than when its graph was captured: the rest of that
+  /// backward ran eagerly.
+  uint64_t graph_eager_rests = 0;
   uint64_t graph_recordings = 0; ///< of plan_backwards, kept for a graph capture of their shape
   uint64_t backwards_during_capture = 0;  ///< served by plans while their shape was captured
   uint64_t graphs = 0;           ///< CUDA graphs alive
@@ -148,8 +154,15 @@ struct graph_statistics {
   uint32_t cuda_graphs = 0;      ///< alive, one per shape
   uint64_t graph_backwards = 0;  ///< its backwards a CUDA graph served
   /// Of `nodes`, those its graph backwards call live around the graph,
-  /// hooks and all: the leaves with hooks (Note [Live leaves]).
+  /// hooks and all: the leaves with hooks (Note [Live leaves]) and the
+  /// nodes its graphs are cut at (Note [Piecewise graphs]).
   uint32_t live_nodes = 0;
+  /// The pieces each of its graphs is captured as: one more than the
+  /// nodes it is cut at.
+  uint32_t graph_pieces = 0;
+  /// The nodes its graphs are cut at, by walk-order number and type, and
+  /// why (hooks, a Python Function); empty where there is none.
+  std::string cuts;
   /// Kernels, copies and memsets in its graphs (the driver's node count):
   /// each graph holds its whole backward, every node of it replayed.
   uint64_t graph_kernels = 0;

@@ -46,6 +46,8 @@ py::dict to_dict(const gradd::graph_statistics& g) {
   d["cuda_graphs"] = g.cuda_graphs;
   d["graph_backwards"] = g.graph_backwards;
   d["live_nodes"] = g.live_nodes;
+  d["graph_pieces"] = g.graph_pieces;
+  d["cuts"] = g.cuts;
   d["graph_kernels"] = g.graph_kernels;
   d["plans_only"] = g.plans_only;
   return d;

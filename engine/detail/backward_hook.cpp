@@ -313,9 +313,9 @@ private:
   variable_list run(graph_record& record) {
     record.hits.fetch_add(1, std::memory_order_relaxed);
     running_plan running(record);
-    std::function<void()> plan = [&] {
+    std::function<void(output_tap*)> plan = [&](output_tap* tap) {
       own_seeds_scope own(*root_);
-      run_plan(record.compiled->plan, walk_->nodes, task_);
+      run_plan(record.compiled->plan, walk_->nodes, task_, tap);
     };
     std::optional<variable_list> served;
     if (!records_graph_)
@@ -325,7 +325,7 @@ private:
     if (served)
       task_.captured_vars_ = std::move(*served);
     else
-      plan();
+      plan(nullptr);
     run_post_processing(task_);
     if (config_.nan_check.enabled)
       check_for_nan(walk_->nodes, task_.captured_vars_);

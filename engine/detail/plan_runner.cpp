@@ -61,7 +61,7 @@ bool sequence_order_holds(const compiler::plan& p, const std::vector<Node*>& nod
 }
 
 void run_plan(const compiler::plan& p, const std::vector<Node*>& nodes,
-              torch::autograd::GraphTask& task) {
+              torch::autograd::GraphTask& task, output_tap* tap) {
   const bool keep_graph = task.keep_graph_;
   auto& trace = mutable_plan_trace();
   std::vector<InputBuffer> buffers;
@@ -90,6 +90,8 @@ void run_plan(const compiler::plan& p, const std::vector<Node*>& nodes,
     auto outputs = call_function(fn, std::move(inputs.buffer), keep_graph);
     if (!keep_graph)
       fn.release_variables();
+    if (tap && tap->wanted[step.node])
+      tap->outputs[step.node] = outputs;
     if (outputs.empty()) {
       if (stream)
         task.leaf_streams.emplace(*stream); // synced with the caller at the end

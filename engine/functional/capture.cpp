@@ -57,6 +57,10 @@ struct run_options {
   /// their apply_with_saved reads `.grad`, which a training thread may be
   /// writing when the backward is recorded after the fact.
   bool leaves_from_nodes = false;
+  /// Per node (walk order), what the nodes a CUDA graph is cut at returned
+  /// when the backward ran (cut_at); each is recorded as a `call_node` op
+  /// with these outputs instead of being run. Empty: no cuts.
+  const std::vector<variable_list>* cut_outputs = nullptr;
 };
 
 /// Runs the nodes of `g` in the stock engine's order under the recorder, as
@@ -112,6 +116,10 @@ class capture_run {
     // backward consumes, and a capture that fails later must leave the graph
     // runnable by the stock engine. It only ever saves memory.
     variable_list grads = std::move(inputs.buffer);
+    if (options_.cut_outputs && cut_at(info)) {
+      record_cut(i, std::move(input_values), stream);
+      return;
+    }
     if (options_.leaves_from_nodes && info.is_accumulate_grad) {
       const auto& variable = static_cast<torch::autograd::AccumulateGrad&>(fn).variable;
       auto o = make_op(op_kind::accumulate_grad, session_.lifted_position(variable));
@@ -143,6 +151,35 @@ class capture_run {
       rec_.leaf_nodes.push_back(i);
       return;
     }
+    route_outputs(i, outputs, output_values, stream);
+  }
+
+  /// Records node `i`, whose input gradients are `input_values`, as one
+  /// call_node op returning what it returned when the backward ran (Note
+  /// [Piecewise graphs], cuda/backward_graph.cpp), and routes that on.
+  void record_cut(uint32_t i, std::vector<value_id> input_values,
+                  const std::optional<c10::Stream>& stream) {
+    Node& fn = g_.node(i);
+    auto outputs = options_.cut_outputs->at(i);
+    if (outputs.size() != g_.ir.nodes[i].edges.size())
+      throw_capture_error("node " + fn.name() + ", which is called live, returned " +
+                          std::to_string(outputs.size()) + " gradients when it ran, for " +
+                          std::to_string(g_.ir.nodes[i].edges.size()) + " edges");
+    auto o = make_op(op_kind::call_node);
+    o.target = fn.name();
+    o.args = std::move(input_values);
+    o.results = session_.define_all(outputs);
+    auto output_values = o.results;
+    session_.emit(std::move(o));
+    if (!outputs.empty())
+      route_outputs(i, outputs, output_values, stream);
+  }
+
+  /// Routes node `i`'s `outputs` (standing for `output_values`) to the
+  /// nodes its edges lead to.
+  void route_outputs(uint32_t i, variable_list& outputs, const std::vector<value_id>& output_values,
+                     const std::optional<c10::Stream>& stream) {
+    const auto& info = g_.ir.nodes[i];
     for (size_t k = 0; k < outputs.size(); ++k) {
       uint32_t target = info.edges[k].target;
       // An invalid edge, or a node that does not execute: the stock engine
@@ -284,13 +321,14 @@ recording capture(const std::shared_ptr<Node>& graph_root, const torch::autograd
 
 recording record_lifted(ca::AutogradCompilerCall& call, const graph& g,
                         const torch::autograd::GraphTask& task, size_t num_outputs,
-                        c10::Stream stream) {
+                        c10::Stream stream, const std::vector<variable_list>& cut_outputs) {
   std::lock_guard lock(capture_mutex());
   at::ThreadLocalStateGuard tls(task.thread_locals_);
   recording rec;
   rec.ir = g.ir;
   capture_session session(rec, g);
-  run_lifted(call, g, num_outputs, session, rec, {stream, /*leaves_from_nodes=*/true});
+  run_lifted(call, g, num_outputs, session, rec,
+             {stream, /*leaves_from_nodes=*/true, cut_outputs.empty() ? nullptr : &cut_outputs});
   return rec;
 }
 

@@ -49,10 +49,14 @@ recording capture(const std::shared_ptr<torch::autograd::Node>& graph_root,
 /// again with every op on `stream`, reading AccumulateGrad nodes instead of
 /// calling them (their `.grad` belongs to the training thread now), and
 /// leaves nothing behind: no `.grad` update, no release, no leaf streams.
-/// The lifted tensors stay in `call.tensor_args.inputs`. Throws as
-/// capture() does.
+/// The lifted tensors stay in `call.tensor_args.inputs`. The nodes a CUDA
+/// graph is cut at (cut_at), which lift_nodes_hashed did not lift, are
+/// recorded as `call_node` ops returning `cut_outputs` (per node, walk
+/// order: what each returned when the backward ran); none where it is
+/// empty. Throws as capture() does.
 recording record_lifted(torch::dynamo::autograd::AutogradCompilerCall& call, const graph& g,
                         const torch::autograd::GraphTask& task, size_t num_outputs,
-                        c10::Stream stream);
+                        c10::Stream stream,
+                        const std::vector<torch::autograd::variable_list>& cut_outputs);
 
 } // namespace gradd::engine::functional

@@ -57,11 +57,22 @@ void lift_live_leaf(ca::CompiledNodeArgs& args, const ca::NodeCall& node_call,
   args.collect(at::GradMode::is_enabled());
 }
 
+/// Lifts the place of a node a CUDA graph is cut at (cut_at), not its
+/// state: a replay calls it live, and compiled_args of a Python node would
+/// run Python without the GIL.
+void lift_cut_node(ca::CompiledNodeArgs& args, const ca::NodeCall& node_call) {
+  args.collect_size(node_call.id);
+  args.collect(true);  // needed
+}
+
+/// How lift_node treats the nodes a CUDA graph is cut at.
+enum class cut_nodes : bool { lifted, skipped };
+
 /// Lifts node `fn` with table entry `info` into `call`, handing its
 /// specialization key to `on_key` (the bytes live only during the call).
 template <class OnKey>
 void lift_node(ca::AutogradCompilerCall& call, Node& fn, const compiler::node_info& info,
-               OnKey&& on_key) {
+               cut_nodes cuts, OnKey&& on_key) {
   ca::NodeCall& node_call = call.node_calls.lookup(fn.shared_from_this());
   for (const auto& capture : info.captures)
     node_call.mark_output(static_cast<int>(capture.input_nr),
@@ -70,6 +81,8 @@ void lift_node(ca::AutogradCompilerCall& call, Node& fn, const compiler::node_in
   try {
     if (info.is_accumulate_grad && info.needed && info.hooks != compiler::hook_counts{}) {
       lift_live_leaf(args, node_call, static_cast<const torch::autograd::AccumulateGrad&>(fn));
+    } else if (cuts == cut_nodes::skipped && cut_at(info)) {
+      lift_cut_node(args, node_call);
     } else {
       args.collect(node_call);
       if (args.cond(info.needed)) {
@@ -101,6 +114,14 @@ void check_lifted(const ca::AutogradCompilerCall& call) {
 }
 
 } // namespace
+
+bool cut_at(const compiler::node_info& info) {
+  if (!info.needed || info.is_root || info.is_accumulate_grad || !info.captures.empty())
+    return false;
+  // By the type's name: libtorch_python, which defines it, may be loaded
+  // privately (RTLD_LOCAL), and gradd does not link it.
+  return info.hooks != compiler::hook_counts{} || info.type_name == "torch::autograd::PyNode";
+}
 
 void throw_capture_error(const std::string& why) {
   throw std::runtime_error("gradd functional capture: " + why);
@@ -137,7 +158,8 @@ std::vector<std::string> lift_nodes(ca::AutogradCompilerCall& call, const graph&
     std::string key = fn.name();
     if (compiler::should_execute(g.ir.nodes[i])) {
       key.push_back('\0');
-      lift_node(call, fn, g.ir.nodes[i], [&key](std::string_view k) { key += k; });
+      lift_node(call, fn, g.ir.nodes[i], cut_nodes::lifted,
+                [&key](std::string_view k) { key += k; });
     }
     keys.push_back(std::move(key));
   }
@@ -150,7 +172,7 @@ uint64_t lift_nodes_hashed(ca::AutogradCompilerCall& call,
   uint64_t hash = key_hash_basis;
   for (uint32_t i = 0; i < table.nodes.size(); ++i)
     if (compiler::should_execute(table.nodes[i]))
-      lift_node(call, *nodes[i], table.nodes[i], hash_into(hash));
+      lift_node(call, *nodes[i], table.nodes[i], cut_nodes::skipped, hash_into(hash));
   check_lifted(call);
   return hash;
 }
@@ -158,7 +180,7 @@ uint64_t lift_nodes_hashed(ca::AutogradCompilerCall& call,
 uint64_t lift_node_hashed(ca::AutogradCompilerCall& call, Node& node,
                           const compiler::node_info& info) {
   uint64_t hash = key_hash_basis;
-  lift_node(call, node, info, hash_into(hash));
+  lift_node(call, node, info, cut_nodes::skipped, hash_into(hash));
   check_lifted(call);
   return hash;
 }

@@ -51,6 +51,12 @@ graph read_graph(const std::shared_ptr<torch::autograd::Node>& root,
                  const torch::autograd::GraphTask& task, bool accumulate_grad,
                  const torch::autograd::edge_list& outputs);
 
+/// Whether a CUDA graph of the backward is cut at node `info`, which a
+/// replay calls live between two pieces (Note [Piecewise graphs],
+/// cuda/backward_graph.cpp): a node that runs with hooks, or a Python
+/// autograd.Function, and is neither a leaf nor taken as a result.
+bool cut_at(const compiler::node_info& info);
+
 /// Lifts the state of every node of `g` that runs or captures into `call`,
 /// in table order, as the compiled autograd driver does (the node call, whether
 /// it runs, its own state, its edges). Returns, per node, its name and
@@ -61,7 +67,9 @@ std::vector<std::string> lift_nodes(torch::dynamo::autograd::AutogradCompilerCal
 
 /// Lifts as lift_nodes does, from a later backward's `nodes` (walk order)
 /// and the node table `table` of its structure, without naming the nodes:
-/// returns a hash of every lifted node's specialization key instead.
+/// returns a hash of every lifted node's specialization key instead. Lifts
+/// nothing of the nodes a CUDA graph is cut at (cut_at) but their place:
+/// a replay calls them live, on their own state.
 uint64_t lift_nodes_hashed(torch::dynamo::autograd::AutogradCompilerCall& call,
                            const std::vector<torch::autograd::Node*>& nodes,
                            const compiler::graph& table);

@@ -22,14 +22,23 @@ using compiler::value_id;
 using torch::autograd::Node;
 using torch::autograd::variable_list;
 
-program_outputs interpret(const recording& rec, const std::vector<Node*>& nodes,
-                          const std::vector<at::Tensor>& lifted,
-                          const interpret_options& options) {
+namespace {
+
+/// Runs ops [from, end) of `rec`, and the graph inputs before `from`, over
+/// `values` (by value id).
+program_outputs run(const recording& rec, const std::vector<Node*>& nodes,
+                    const std::vector<at::Tensor>& lifted, const interpret_options& options,
+                    uint32_t from, std::vector<at::Tensor> values) {
   const auto& ops = rec.ir.ops;
-  std::vector<at::Tensor> values(rec.ir.num_values);
+  values.resize(rec.ir.num_values);
   program_outputs out;
+  size_t leaf = 0;  // accumulate_grad ops so far
   for (uint32_t i = 0; i < ops.size(); ++i) {
     const auto& o = ops[i];
+    if (i < from && o.kind != op_kind::graph_input) {
+      leaf += o.kind == op_kind::accumulate_grad;
+      continue;
+    }
     const auto& payload = rec.payloads.at(o.id);
     Node* node = o.node != compiler::no_node ? nodes.at(o.node) : nullptr;
     auto stream = options.stream ? options.stream : node ? node->stream() : std::nullopt;
@@ -70,9 +79,15 @@ program_outputs interpret(const recording& rec, const std::vector<Node*>& nodes,
         if (options.leaves == leaf_gradients::collect) {
           out.leaf_gradients.emplace_back(o.index, std::move(args[0]));
           if (options.after_leaf)
-            options.after_leaf(out.leaf_gradients.size() - 1);
+            options.after_leaf(leaf, out.leaf_gradients.back().second);
         } else if (args[0].defined())
           accumulate_into_grad(lifted.at(o.index), std::move(args[0]));
+        ++leaf;
+        break;
+      case op_kind::call_node:
+        if (!options.call_node)
+          throw_capture_error("replay: node " + o.target + " is called live, and nothing calls it");
+        results = options.call_node(i, std::move(args), values);
         break;
       case op_kind::validate_outputs:
         detail::validate_node_outputs(*node, args);
@@ -102,6 +117,21 @@ program_outputs interpret(const recording& rec, const std::vector<Node*>& nodes,
     }
   }
   return out;
+}
+
+} // namespace
+
+program_outputs interpret(const recording& rec, const std::vector<Node*>& nodes,
+                          const std::vector<at::Tensor>& lifted,
+                          const interpret_options& options) {
+  return run(rec, nodes, lifted, options, 0, {});
+}
+
+program_outputs interpret_rest(const recording& rec, const std::vector<Node*>& nodes,
+                               const std::vector<at::Tensor>& lifted,
+                               const interpret_options& options, uint32_t from,
+                               std::vector<at::Tensor> in_flight) {
+  return run(rec, nodes, lifted, options, from, std::move(in_flight));
 }
 
 } // namespace gradd::engine::functional

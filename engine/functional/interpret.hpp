@@ -27,9 +27,18 @@ struct interpret_options {
   /// Every op on this stream instead of its node's (a CUDA graph capture).
   std::optional<c10::Stream> stream;
   /// With leaf_gradients::collect: called after each `accumulate_grad` op,
-  /// with its place among them (a CUDA graph marks there that the leaf's
-  /// gradient is ready: Note [Live leaves], cuda/backward_graph.cpp).
-  std::function<void(size_t leaf)> after_leaf;
+  /// with its place among them (counted from the recording's first) and the
+  /// gradient collected, which it may take (a CUDA graph marks there that
+  /// the leaf's gradient is ready: Note [Live leaves], cuda/backward_graph.cpp).
+  std::function<void(size_t leaf, at::Tensor& gradient)> after_leaf;
+  /// Runs a `call_node` op, a node a CUDA graph is cut at (Note [Piecewise
+  /// graphs], cuda/backward_graph.cpp): given its position, its input
+  /// gradients and every value in flight past it (by value id; undefined
+  /// where none), returns the node's outputs. A recording with such an op
+  /// needs it.
+  std::function<torch::autograd::variable_list(uint32_t at, torch::autograd::variable_list inputs,
+                                               const std::vector<at::Tensor>& in_flight)>
+      call_node;
 };
 
 /// What a recording's run produced.
@@ -47,5 +56,16 @@ struct program_outputs {
 program_outputs interpret(const recording& rec, const std::vector<torch::autograd::Node*>& nodes,
                           const std::vector<at::Tensor>& lifted,
                           const interpret_options& options = {});
+
+/// Runs the ops of `rec` from position `from` on, as interpret() does, the
+/// values in flight before it given by `in_flight` (by value id); the
+/// graph inputs are read from `lifted` again. What a CUDA graph cut at a
+/// node runs eagerly where the node's outputs do not fit the piece after it
+/// (Note [Piecewise graphs], cuda/backward_graph.cpp).
+program_outputs interpret_rest(const recording& rec,
+                               const std::vector<torch::autograd::Node*>& nodes,
+                               const std::vector<at::Tensor>& lifted,
+                               const interpret_options& options, uint32_t from,
+                               std::vector<at::Tensor> in_flight);
 
 } // namespace gradd::engine::functional

@@ -48,7 +48,7 @@ field_map policy_fields(const settings& s) {
   const auto& [enabled] = nan_check;
   const auto& [pipeline, gradient_ready] = passes;
   const auto& [graphs_enabled, graph_mode, max_graphs, dynamic_after, memory_limit_mb, hand_out,
-               early_launch] = cuda_graphs;
+               early_launch, max_cuts] = cuda_graphs;
   const auto& [address, token_file, daemon_timeout_ms, daemon_fallback, daemon_retry_after_ms,
                agreement_timeout_ms, max_clients, max_requests_per_client, max_nodes,
                max_message_mb] = daemon;
@@ -74,6 +74,7 @@ field_map policy_fields(const settings& s) {
       {"cuda_graphs.memory_limit_mb", printed(memory_limit_mb)},
       {"cuda_graphs.hand_out", printed(hand_out)},
       {"cuda_graphs.early_launch", printed(early_launch)},
+      {"cuda_graphs.max_cuts", printed(max_cuts)},
       {"daemon.address", printed(address)},
       {"daemon.token_file", printed(token_file)},
       {"daemon.timeout_ms", printed(daemon_timeout_ms)},
@@ -112,6 +113,7 @@ settings odd_settings() {
   s.cuda_graphs.memory_limit_mb = 64;
   s.cuda_graphs.hand_out = gradd::grad_hand_out::copy;
   s.cuda_graphs.early_launch = false;
+  s.cuda_graphs.max_cuts = 5;
   s.daemon.address = "127.0.0.1:1";
   s.daemon.token_file = "/tmp/gradd-odd-token";
   s.daemon.timeout_ms = 11;

@@ -110,7 +110,7 @@ TEST_CASE("a bad policy names file, line and key", "[config]") {
        "expected one of borrow, copy, got 'lend'"},
       {"cuda_graphs:\n  enabled: true\n  replay: always\n", 3, "cuda_graphs.replay",
        "unknown key (known in cuda_graphs: enabled, mode, max_graphs, dynamic_after, "
-       "memory_limit_mb, hand_out, early_launch)"},
+       "memory_limit_mb, hand_out, early_launch, max_cuts)"},
       {"logging:\n  level: loud\n", 2, "logging.level", "error, warning, info, debug"},
       {"logging:\n  ir_dump_dir: [a, b]\n", 2, "logging.ir_dump_dir", "got a sequence"},
       {"compile:\n  mode: sync\n  speed: 3\n", 3, "compile.speed",

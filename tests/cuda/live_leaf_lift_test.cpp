@@ -67,7 +67,8 @@ TEST_CASE("a leaf with a C++ post-hook is lifted without the hook", "[engine][gr
   CHECK(calls == 0);  // lifting calls no hook
 }
 
-TEST_CASE("the hooks that keep a structure on plans are named, leaves' aside", "[engine][graphs]") {
+TEST_CASE("hooked nodes a replay calls live are cut; those taken as results are named",
+          "[engine][graphs]") {
   auto node = [](const std::string& type, gradd::compiler::hook_counts hooks,
                  bool accumulate_grad = false) {
     gradd::compiler::node_info info;
@@ -78,17 +79,29 @@ TEST_CASE("the hooks that keep a structure on plans are named, leaves' aside", "
   };
   gradd::compiler::graph table;
   table.nodes.push_back(node("torch::autograd::GraphRoot", {}));
+  table.nodes[0].is_root = true;
   table.nodes.push_back(node("torch::autograd::AccumulateGrad", {0, 0, 0, 1, 1}, true));
   CHECK_FALSE(gradd::cuda::hooks_inside_graph(table));  // a leaf's hooks run live
+  CHECK(gradd::cuda::cut_count(table) == 0);
   table.nodes.push_back(node("torch::autograd::generated::GeluBackward0", {1, 0, 0, 0, 0}));
+  table.nodes.push_back(node("torch::autograd::PyNode", {}));
+  CHECK_FALSE(gradd::cuda::hooks_inside_graph(table));  // cut: called live between pieces
+  CHECK(gradd::cuda::cut_count(table) == 2);
+  CHECK(gradd::cuda::calls_nodes_live(table));
+  // Taken as an autograd::grad result, a node is no cut: its hooks would
+  // change what the backward returns from inside a graph.
+  table.nodes[2].captures.push_back({0, 0});
   CHECK(gradd::cuda::hooks_inside_graph(table) == "node 2 (GeluBackward0) has hooks");
-  table.nodes.push_back(node("torch::autograd::generated::MmBackward0", {}));
-  for (int k = 0; k < 5; ++k)
+  CHECK(gradd::cuda::cut_count(table) == 1);
+  for (int k = 0; k < 5; ++k) {
     table.nodes.push_back(node("torch::autograd::generated::AddBackward0", {0, 1, 0, 0, 0}));
+    table.nodes.back().captures.push_back({0, static_cast<uint32_t>(k + 1)});
+  }
   CHECK(gradd::cuda::hooks_inside_graph(table)
         == "nodes 2 (GeluBackward0), 4 (AddBackward0), 5 (AddBackward0), 6 (AddBackward0) "
            "and 2 more have hooks");
-  table.nodes[2].needed = false;  // runs no more, captures nothing: its hooks do not matter
+  table.nodes[2].needed = false;
+  table.nodes[2].captures.clear();  // runs no more, captures nothing: its hooks do not matter
   CHECK(gradd::cuda::hooks_inside_graph(table)
         == "nodes 4 (AddBackward0), 5 (AddBackward0), 6 (AddBackward0), 7 (AddBackward0) "
            "and 1 more have hooks");
