@@ -75,6 +75,55 @@ def test_hooks_on_parameters_run_live_around_graphs(tmp_path):
     assert (g["live_nodes"], g["plans_only"]) == (4, ""), g
 
 
+class ScaledTanh(torch.autograd.Function):
+    """A custom Function whose backward is Python: a PyNode in the graph."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.tanh(x)
+        ctx.save_for_backward(y)
+        return y * 1.5
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * 1.5 * (1 - y * y)
+
+
+@cuda
+def test_graphs_cut_at_python_functions_and_activation_hooks(tmp_path):
+    """Note [Piecewise graphs]: a custom autograd.Function, a module's full
+    backward hook and a hook on an activation. Graphs serve the backwards in
+    pieces, those nodes called live between them; gradients and what the
+    hooks saw are the stock engine's, bitwise."""
+    torch.manual_seed(0)
+    first, second = torch.nn.Linear(64, 64).cuda(), torch.nn.Linear(64, 8).cuda()
+    seen = []
+    second.register_full_backward_hook(lambda m, gi, go: seen.append(go[0].clone()))
+
+    def step(k):
+        seen.clear()
+        for p in list(first.parameters()) + list(second.parameters()):
+            p.grad = None
+        x = torch.randn(32, 64, device="cuda", generator=torch.Generator("cuda").manual_seed(k))
+        h = ScaledTanh.apply(first(x))
+        h.register_hook(lambda g: g * 0.5)
+        second(h).square().mean().backward()
+        torch.cuda.current_stream().synchronize()
+        return [p.grad.clone() for p in list(first.parameters()) + list(second.parameters())] + seen
+
+    stock = [step(k) for k in range(5)]
+    text = SYNC + "cuda_graphs:\n  enabled: true\n  mode: static\n"
+    with gradd.enabled(write_policy(tmp_path, text)):
+        for k in range(5):
+            assert all_bits_equal(stock[k], step(k)), f"step {k}"
+            gradd.wait_for_compiles()
+        s, [g] = gradd.stats(), gradd.graph_stats()
+    assert s["graph_backwards"] >= 3 and s["piecewise_backwards"] == s["graph_backwards"], s
+    assert g["plans_only"] == "" and g["graph_pieces"] >= 3, g
+    assert "a Python Function" in g["cuts"], g
+
+
 @cuda
 def test_python_numbers_in_ops_under_graphs(tmp_path):
     """Note [Python scalars in graphs]: `0.5 * h` and the like save the number
@@ -149,8 +198,8 @@ def test_device_synchronizes_wait_for_captures(tmp_path):
 def test_checkpointing_with_dropout_under_graphs(tmp_path, reentrant):
     """Checkpointed residual blocks with dropout under cuda_graphs: bitwise,
     no crash. A reentrant checkpoint's structure holds Python Functions,
-    which keep it on plans (lifting one runs Python without the GIL: that
-    crashed the process)."""
+    which its graphs are cut at (lifting one would run Python without the
+    GIL: that crashed the process)."""
     from torch.utils.checkpoint import checkpoint
 
     torch.manual_seed(0)
@@ -174,7 +223,10 @@ def test_checkpointing_with_dropout_under_graphs(tmp_path, reentrant):
         for i in range(6):
             assert all_bits_equal(stock[i], step(i)), f"step {i}"
             gradd.wait_for_compiles()
-    assert gradd.stats()["graph_capture_failures"] == 0
+    s = gradd.stats()
+    assert s["graph_capture_failures"] == 0
+    if reentrant:
+        assert s["graph_backwards"] >= 3 and s["piecewise_backwards"] == s["graph_backwards"], s
 
 
 def test_torch_cuda_synchronize_goes_through_the_capture_gate():
