@@ -637,12 +637,14 @@ std::optional<variable_list> backward_graph::hand_out_live(const std::vector<at:
   std::optional<variable_list> rest;  // the results, where the rest ran eagerly
   // Crosses the cuts before `piece`; false where one ended the graphs.
   auto cross_to = [&](size_t piece) {
-    for (; crossed < piece; ++crossed)
+    for (; crossed < piece; ++crossed) {
+      // The `.grad` of the leaves before, which its hooks may read.
+      wait_for(*leaf_stream_, stream);
       if (auto outputs = cross(cuts_[crossed], backward, stream, options)) {
-        wait_for(*leaf_stream_, stream);  // the leaves before: their `.grad` is read
         rest = finish_eagerly(cuts_[crossed], std::move(*outputs), live, backward, stream, options);
         return false;
       }
+    }
     return true;
   };
   try {
