@@ -164,9 +164,11 @@ def graph_stats() -> list:
     """One dict per captured structure: state ("pending", "ready" or
     "failed"), nodes, hits, compile time, the fallback reason of a failed
     one (None otherwise), and what CUDA graphs cover of it: cuda_graphs (one
-    per shape), graph_backwards, graph_kernels, live_nodes (the hooked
-    leaves each graph backward calls live), and plans_only, why it stays on
-    plans under cuda_graphs ("" while it may get graphs)."""
+    per shape), graph_backwards, graph_kernels, live_nodes (the nodes each
+    graph backward calls live: hooked leaves, and the nodes its graphs are
+    cut at), graph_pieces and cuts (where its graphs are cut, and why), and
+    plans_only, why it stays on plans under cuda_graphs ("" while it may
+    get graphs)."""
     return _native.graph_stats()
 
 
