@@ -242,10 +242,11 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
       c.node = o.node;
       c.op = i;
       const auto& info = table.nodes[o.node];
+      const char* why = info.hooks != compiler::hook_counts{}            ? "hooks"
+                        : info.type_name == "torch::autograd::PyNode" ? "a Python Function"
+                                                                       : "state on the host";
       g->cut_names_ += (g->cut_names_.empty() ? "" : ", ") + std::to_string(o.node) + " ("
-                       + info.type_name.substr(info.type_name.rfind(':') + 1)
-                       + (info.hooks != compiler::hook_counts{} ? ": hooks)"
-                                                                : ": a Python Function)");
+                       + info.type_name.substr(info.type_name.rfind(':') + 1) + ": " + why + ")";
       for (const auto& t : request.cut_outputs.at(o.node))
         c.outputs.push_back(t.defined() ? static_copy(t) : at::Tensor());
       g->cuts_.push_back(std::move(c));

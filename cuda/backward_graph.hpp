@@ -175,7 +175,8 @@ public:
   size_t pieces() const noexcept { return cuts_.size() + 1; }
 
   /// The nodes it is cut at, each by walk-order number and type and why:
-  /// `3 (MulBackward0: hooks), 7 (PyNode: a Python Function)`.
+  /// `3 (MulBackward0: hooks), 7 (PyNode: a Python Function), 9
+  /// (ScaledDotProductEfficientAttentionBackward0: state on the host)`.
   const std::string& cut_names() const noexcept { return cut_names_; }
 
   /// The graph's nodes (kernels, copies, memsets), as the driver counts them.

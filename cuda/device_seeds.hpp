@@ -9,9 +9,9 @@
 // efficient attention..."), and the stand-in, one per device, never moves.
 // With dropout on, its backward dereferences the seed on the host outside a
 // capture and reads device memory inside one (measured on an H100: a device
-// copy crashes the plan), so no stand-in serves both the plan and the graph;
-// those structures stay on plans, the reason naming the node. Cutting such a
-// node out of the graph (piecewise graphs) is the way to capture them.
+// copy crashes the plan), so no stand-in serves both the plan and the graph:
+// the graph is cut there, and a replay calls the node live, on its own
+// saved state (functional::cut_at, Note [Piecewise graphs]).
 
 #include <cstdint>
 #include <vector>

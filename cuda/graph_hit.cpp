@@ -149,8 +149,9 @@ bool calls_nodes_live(const compiler::graph& table) {
 }
 
 size_t cut_count(const compiler::graph& table) {
-  return static_cast<size_t>(std::count_if(table.nodes.begin(), table.nodes.end(),
-                                           functional::cut_at));
+  return static_cast<size_t>(
+      std::count_if(table.nodes.begin(), table.nodes.end(),
+                    [](const compiler::node_info& info) { return functional::cut_at(info); }));
 }
 
 std::optional<std::string> hooks_inside_graph(const compiler::graph& table) {

@@ -95,8 +95,9 @@ variable_list plan_then_capture(const graph_call& c,
   // What the nodes the graph is cut at return is recorded as they ran
   // (Note [Piecewise graphs]).
   engine::detail::output_tap tap;
-  for (const auto& info : c.table.nodes)
-    tap.wanted.push_back(functional::cut_at(info));
+  for (uint32_t i = 0; i < c.table.nodes.size(); ++i)
+    tap.wanted.push_back(c.nodes[i] ? functional::cut_at(c.table.nodes[i], *c.nodes[i])
+                                    : functional::cut_at(c.table.nodes[i]));
   bool cuts = std::find(tap.wanted.begin(), tap.wanted.end(), true) != tap.wanted.end();
   if (cuts)
     tap.outputs.resize(tap.wanted.size());

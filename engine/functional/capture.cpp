@@ -116,7 +116,7 @@ class capture_run {
     // backward consumes, and a capture that fails later must leave the graph
     // runnable by the stock engine. It only ever saves memory.
     variable_list grads = std::move(inputs.buffer);
-    if (options_.cut_outputs && cut_at(info)) {
+    if (options_.cut_outputs && cut_at(info, fn)) {
       record_cut(i, std::move(input_values), stream);
       return;
     }

@@ -18,6 +18,7 @@
 #include <torch/csrc/autograd/anomaly_mode.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
+#include <torch/csrc/autograd/generated/Functions.h>
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
@@ -81,7 +82,7 @@ void lift_node(ca::AutogradCompilerCall& call, Node& fn, const compiler::node_in
   try {
     if (info.is_accumulate_grad && info.needed && info.hooks != compiler::hook_counts{}) {
       lift_live_leaf(args, node_call, static_cast<const torch::autograd::AccumulateGrad&>(fn));
-    } else if (cuts == cut_nodes::skipped && cut_at(info)) {
+    } else if (cuts == cut_nodes::skipped && cut_at(info, fn)) {
       lift_cut_node(args, node_call);
     } else {
       args.collect(node_call);
@@ -121,6 +122,14 @@ bool cut_at(const compiler::node_info& info) {
   // By the type's name: libtorch_python, which defines it, may be loaded
   // privately (RTLD_LOCAL), and gradd does not link it.
   return info.hooks != compiler::hook_counts{} || info.type_name == "torch::autograd::PyNode";
+}
+
+bool cut_at(const compiler::node_info& info, const Node& node) {
+  using EfficientAttention = torch::autograd::generated::ScaledDotProductEfficientAttentionBackward0;
+  if (cut_at(info))
+    return true;
+  const auto* attention = dynamic_cast<const EfficientAttention*>(&node);
+  return attention && info.needed && info.captures.empty() && attention->dropout_p != 0.0;
 }
 
 void throw_capture_error(const std::string& why) {

@@ -53,9 +53,17 @@ graph read_graph(const std::shared_ptr<torch::autograd::Node>& root,
 
 /// Whether a CUDA graph of the backward is cut at node `info`, which a
 /// replay calls live between two pieces (Note [Piecewise graphs],
-/// cuda/backward_graph.cpp): a node that runs with hooks, or a Python
-/// autograd.Function, and is neither a leaf nor taken as a result.
+/// cuda/backward_graph.cpp), as far as the node table tells: a node that
+/// runs with hooks, or a Python autograd.Function, and is neither a leaf
+/// nor taken as a result.
 bool cut_at(const compiler::node_info& info);
+
+/// cut_at(info), or `node` (whose table entry is `info`) reads state on the
+/// host that a graph cannot: memory-efficient attention with dropout on,
+/// whose backward reads its seed from a CPU tensor (Note [Dropout seeds on
+/// the device], cuda/device_seeds.hpp). A backward of the structure with
+/// dropout off is not cut there.
+bool cut_at(const compiler::node_info& info, const torch::autograd::Node& node);
 
 /// Lifts the state of every node of `g` that runs or captures into `call`,
 /// in table order, as the compiled autograd driver does (the node call, whether
