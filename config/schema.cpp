@@ -186,7 +186,7 @@ const std::vector<key_spec>& schema() {
       {"cuda_graphs", "early_launch", "true, false", "true",
        "launch a graph before reading the saved tensors, then check the bet: a structure's one graph once its last two backwards had its shape, or, with several graphs, the one whose shape the loss's node names (Note [Shape probe])",
        boolean(GRADD_FIELD(cuda_graphs.early_launch))},
-      {"cuda_graphs", "max_cuts", "integer 0..4096", "16",
+      {"cuda_graphs", "max_cuts", "integer 0..4096", "64",
        "nodes with hooks and Python autograd.Functions a structure's graphs may be cut at, each called live between two graphs; with more it stays on plans; 0: no cuts",
        integer(GRADD_FIELD(cuda_graphs.max_cuts), 0, 4096)},
       {"daemon", "address", "host:port", "\"\"",

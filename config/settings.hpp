@@ -91,7 +91,7 @@ struct settings {
     bool early_launch = true;    ///< launch a steady structure's graph before its lift (Note [Early launch])
     /// Nodes a structure's graphs may be cut at, called live between pieces
     /// (Note [Piecewise graphs]); a structure with more stays on plans.
-    uint32_t max_cuts = 16;
+    uint32_t max_cuts = 64;
   } cuda_graphs;
   struct daemon_section {
     /// A process: the `gradd daemon` to compile with, "host:port" ("" or

@@ -36,6 +36,8 @@ def train(rank, world, port, policy, use_gradd, out, backend="gloo"):
         opt.zero_grad(set_to_none=True)
         ddp(torch.randn(8, 16, dtype=torch.double).to(device)).square().mean().backward()
         opt.step()
+        if use_gradd:
+            gradd.wait_for_compiles()  # the counts below do not hang on compile speed
     stats = gradd.stats()
     gradd.disable()
     torch.save({"params": [p.detach().cpu() for p in model.parameters()], "stats": stats},
