@@ -17,6 +17,9 @@ namespace gradd::actors {
 /// the daemon link reports to the daemon.
 using statistics_fields = std::vector<std::pair<std::string, uint64_t>>;
 
+/// The most names one report may hold: the daemon refuses a longer one.
+constexpr size_t max_report_names = 256;
+
 /// What the daemon link feeds the engine, which owns it.
 struct daemon_feed {
   std::atomic<uint64_t> plans{0};      ///< plans the daemon compiled or kept for this process

@@ -2,6 +2,7 @@
 
 #include "daemon/compile_service.hpp"
 
+#include "actors/daemon_feed.hpp"
 #include "actors/plan_store.hpp"
 #include "compiler/lower.hpp"
 #include "compiler/pass_manager.hpp"
@@ -31,7 +32,8 @@ using plan_promise = caf::typed_response_promise<compiled_plan>;
 /// bounded, every name of [a-z0-9_.] (a rank cannot inject into JSON or
 /// Prometheus text), one value per name.
 bool well_formed(const actors::client_report& report) {
-  if (report.names.size() != report.values.size() || report.names.size() > 256)
+  if (report.names.size() != report.values.size()
+      || report.names.size() > actors::max_report_names)
     return false;
   for (const auto& name : report.names)
     if (name.empty() || name.size() > 64

@@ -68,15 +68,22 @@ std::string as_prometheus(const actors::daemon_status& s) {
   for (const auto& c : s.per_client)
     out << "gradd_daemon_client_served_without_compile{client=\"" << c.id << "\",pid=\"" << c.pid
         << "\",rank=\"" << c.rank << "\"} " << c.served_without_compile << "\n";
-  // A rank's own statistics: gradd_rank_<name>, "eager.<reason>" as a label.
+  // A rank's own statistics: gradd_rank_<name>, "eager.<reason>" as a
+  // label, "structure.<id>.<field>" as gradd_rank_structure_<field> with
+  // the structure as a label.
   for (const auto& c : s.per_client)
     for (size_t i = 0; i < c.report.names.size(); ++i) {
       const auto& name = c.report.names[i];
-      auto reason = name.rfind("eager.", 0) == 0 ? name.substr(6) : "";
-      out << "gradd_rank_" << (reason.empty() ? name : "eager_backwards_by_reason") << "{client=\""
-          << c.id << "\",pid=\"" << c.pid << "\",rank=\"" << c.rank << "\""
-          << (reason.empty() ? "" : ",reason=\"" + reason + "\"") << "} " << c.report.values[i]
-          << "\n";
+      std::string metric = name, label;
+      if (name.rfind("eager.", 0) == 0) {
+        metric = "eager_backwards_by_reason";
+        label = ",reason=\"" + name.substr(6) + "\"";
+      } else if (auto dot = name.find('.', 10); name.rfind("structure.", 0) == 0 && dot != name.npos) {
+        metric = "structure_" + name.substr(dot + 1);
+        label = ",structure=\"" + name.substr(10, dot - 10) + "\"";
+      }
+      out << "gradd_rank_" << metric << "{client=\"" << c.id << "\",pid=\"" << c.pid
+          << "\",rank=\"" << c.rank << "\"" << label << "} " << c.report.values[i] << "\n";
     }
   return out.str();
 }

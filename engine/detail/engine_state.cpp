@@ -15,6 +15,30 @@ namespace gradd::engine::detail {
 
 namespace {
 
+/// Per structure, what the report says of its CUDA graphs.
+constexpr size_t coverage_names = 6;
+
+/// What this process reports to the daemon (`gradd status`): its
+/// statistics, then, as `structure.<id>.<field>`, what CUDA graphs cover of
+/// each structure they served or keep off, as many as the report holds.
+actors::statistics_fields reported_fields() {
+  auto f = fields(gradd::stats());
+  for (const auto& g : gradd::graph_stats()) {
+    if (g.cuda_graphs == 0 && g.graph_backwards == 0 && g.plans_only.empty())
+      continue;
+    if (f.size() + coverage_names > actors::max_report_names)
+      break;
+    auto prefix = "structure." + std::to_string(g.id) + ".";
+    f.emplace_back(prefix + "nodes", g.nodes);
+    f.emplace_back(prefix + "hits", g.hits);
+    f.emplace_back(prefix + "graph_backwards", g.graph_backwards);
+    f.emplace_back(prefix + "graph_pieces", g.graph_pieces);
+    f.emplace_back(prefix + "live_nodes", g.live_nodes);
+    f.emplace_back(prefix + "plans_only", g.plans_only.empty() ? 0 : 1);
+  }
+  return f;
+}
+
 /// The time from now until `deadline`, zero once it has passed.
 std::chrono::milliseconds left_until(std::chrono::steady_clock::time_point deadline) {
   auto left = deadline - std::chrono::steady_clock::now();
@@ -78,7 +102,7 @@ void engine_state::start(const std::shared_ptr<const settings>& config) {
   }
   stop();
   auto started = std::make_shared<actors::pipeline>(*config, sink_, stats.daemon,
-                                                     [] { return fields(gradd::stats()); });
+                                                     reported_fields);
   std::unique_lock lock(pipeline_mutex_);
   pipeline_ = std::move(started);
   pipeline_settings_ = config;
