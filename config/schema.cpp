@@ -187,7 +187,7 @@ const std::vector<key_spec>& schema() {
        "launch a graph before reading the saved tensors, then check the bet: a structure's one graph once its last two backwards had its shape, or, with several graphs, the one whose shape the loss's node names (Note [Shape probe])",
        boolean(GRADD_FIELD(cuda_graphs.early_launch))},
       {"cuda_graphs", "max_cuts", "integer 0..4096", "64",
-       "nodes with hooks and Python autograd.Functions a structure's graphs may be cut at, each called live between two graphs; with more it stays on plans; 0: no cuts",
+       "nodes with hooks, Python autograd.Functions and attention with dropout a backward's graph may be cut at, each called live between two graphs; with more its structure stays on plans; 0: no cuts",
        integer(GRADD_FIELD(cuda_graphs.max_cuts), 0, 4096)},
       {"daemon", "address", "host:port", "\"\"",
        "a process: the gradd daemon that compiles for it (\"\" or port 0: none; $GRADD_DAEMON wins); the daemon: where it listens",

@@ -5,6 +5,7 @@
 #include <ATen/ops/zeros.h>
 #include <torch/csrc/autograd/generated/Functions.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <typeinfo>
@@ -42,6 +43,13 @@ std::vector<uint32_t> attention_nodes(const std::vector<torch::autograd::Node*>&
     if (nodes[i] != nullptr && typeid(*nodes[i]) == typeid(EfficientAttention))
       found.push_back(i);
   return found;
+}
+
+size_t with_dropout(const std::vector<torch::autograd::Node*>& nodes,
+                    const std::vector<uint32_t>& attention) {
+  return static_cast<size_t>(std::count_if(attention.begin(), attention.end(), [&](uint32_t i) {
+    return static_cast<const EfficientAttention&>(*nodes[i]).dropout_p != 0.0;
+  }));
 }
 
 void stand_in_for_unused_seeds(const std::vector<torch::autograd::Node*>& nodes,

@@ -13,6 +13,7 @@
 // the graph is cut there, and a replay calls the node live, on its own
 // saved state (functional::cut_at, Note [Piecewise graphs]).
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -25,6 +26,11 @@ namespace gradd::cuda {
 /// The walk-order numbers of the memory-efficient attention nodes among
 /// `nodes`: once per structure, whose key fixes the nodes' types.
 std::vector<uint32_t> attention_nodes(const std::vector<torch::autograd::Node*>& nodes);
+
+/// How many of `attention` (attention_nodes of `nodes`' structure) have
+/// dropout on: a backward's graph is cut at each (Note [Piecewise graphs]).
+size_t with_dropout(const std::vector<torch::autograd::Node*>& nodes,
+                    const std::vector<uint32_t>& attention);
 
 /// Gives each of `attention` (attention_nodes of `nodes`' structure) whose
 /// dropout is off a device stand-in for the dropout seed and offset it

@@ -59,8 +59,11 @@ struct structure_graphs {
   /// hook counts. Read without the mutex.
   std::atomic<bool> nodes_vetted{false};
   /// Its memory-efficient attention nodes (Note [Dropout seeds on the
-  /// device]); written once, before nodes_vetted is set, read after.
+  /// device]), and how many nodes its node table cuts its graphs at (Note
+  /// [Piecewise graphs]); written once, before nodes_vetted is set, read
+  /// after.
   std::vector<uint32_t> attention_nodes;
+  size_t table_cuts = 0;
 
   /// Notes that `shape`'s probe has key `probe`; nullopt: that it has none.
   /// Call with `mutex` held.

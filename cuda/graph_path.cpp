@@ -177,19 +177,24 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
                         + ") whose gradient it returns");
       return std::nullopt;
     }
-    if (auto cuts = cut_count(c.table); cuts > policy.max_cuts) {
-      keep_on_plans(*structure, hit,
-                    "its graph would be cut at " + std::to_string(cuts)
-                        + " nodes with hooks or Python Functions (cuda_graphs.max_cuts: "
-                        + std::to_string(policy.max_cuts) + ")");
-      return std::nullopt;
-    }
     auto attention = attention_nodes(c.nodes);
+    auto cuts = cut_count(c.table);
     std::lock_guard lock(structure->mutex);
     if (!structure->nodes_vetted.load(std::memory_order_relaxed)) {
       structure->attention_nodes = std::move(attention);
+      structure->table_cuts = cuts;
       structure->nodes_vetted.store(true, std::memory_order_release);
     }
+  }
+  // Attention with dropout cuts the graph too, a backward with it off not.
+  if (auto cuts = structure->table_cuts + with_dropout(c.nodes, structure->attention_nodes);
+      cuts > policy.max_cuts) {
+    keep_on_plans(*structure, hit,
+                  "its graph would be cut at " + std::to_string(cuts)
+                      + " nodes with hooks, Python Functions or attention with dropout"
+                        " (cuda_graphs.max_cuts: "
+                      + std::to_string(policy.max_cuts) + ")");
+    return std::nullopt;
   }
 
   hit_times times{std::chrono::steady_clock::now(), {}};

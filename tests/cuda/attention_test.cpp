@@ -43,9 +43,10 @@ struct attention {
 
 /// Six steps of `a` with `dropout`, on the stock engine and under graphs,
 /// bitwise; gradd's statistics.
-gradd::statistics six_steps(attention& a, double dropout) {
+gradd::statistics six_steps(attention& a, double dropout,
+                            const gradd::settings& policy = gradd::test::graph_settings()) {
   auto params = a.parameters();
-  return compare_steps(gradd::test::graph_settings(), 6, [&](size_t i) {
+  return compare_steps(policy, 6, [&](size_t i) {
     clear_grads(params);
     a.loss(i, dropout).backward();
     return grads_of(params);
@@ -77,4 +78,19 @@ TEST_CASE("memory-efficient attention with dropout: graphs cut there, bitwise", 
   REQUIRE(all.size() == 1);
   CHECK(all[0].graph_pieces == 2);
   CHECK(all[0].cuts.find("ScaledDotProductEfficientAttentionBackward0") != std::string::npos);
+}
+
+TEST_CASE("memory-efficient attention with dropout and cuda_graphs.max_cuts 0 stays on plans",
+          "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  attention a;
+  auto policy = gradd::test::graph_settings();
+  policy.cuda_graphs.max_cuts = 0;
+  auto s = six_steps(a, 0.1, policy);
+  CHECK(s.plan_backwards == 6);
+  CHECK(s.graph_backwards == 0);
+  auto all = gradd::graph_stats();
+  REQUIRE(all.size() == 1);
+  CHECK(all[0].plans_only.find("attention with dropout") != std::string::npos);
 }
