@@ -10,7 +10,11 @@ and with ``--mode both`` eager_median_ms and ratio (gradd over stock),
 eager_first_ms and first_ratio, and the five-round first_median_ms,
 eager_first_median_ms and first_median_ratio; on
 CUDA also floor_ms, the stock engine's backward kernels replayed from one
-CUDA graph, and floor_ratio (gradd over floor), as gradd-bench gives them.
+CUDA graph, and floor_ratio (gradd over floor), as gradd-bench gives them,
+and the whole training step's memory, forward + backward + an Adam step:
+step_peak_mb and step_reserved_mb (``max_memory_allocated`` and
+``max_memory_reserved``), eager_step_peak_mb and eager_step_reserved_mb,
+step_peak_ratio and step_reserved_ratio (gradd over stock).
 ``--create-graph`` times gradient-penalty steps instead (no floor).
 """
 
@@ -145,6 +149,25 @@ def max_rel_diff(expected, actual):
     return worst
 
 
+def step_memory(model, batch, i, device, steps=3):
+    """The peak of `steps` whole training steps (forward, backward, an Adam
+    step with lr 0, so the parameters stay as they are), each from a reset of
+    the peaks: (max_memory_allocated, max_memory_reserved) in bytes. The
+    caching allocator's unused blocks go back to the device first."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.0)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    allocated = reserved = 0
+    for k in range(steps):
+        torch.cuda.reset_peak_memory_stats()
+        backward_once(model, batch, i + k, device)
+        optimizer.step()
+        torch.cuda.synchronize()
+        allocated = max(allocated, torch.cuda.max_memory_allocated())
+        reserved = max(reserved, torch.cuda.max_memory_reserved())
+    return allocated, reserved
+
+
 def backward_floor_ms(model, batch, i, runs=50):
     """The stock engine's backward captured whole into one CUDA graph (the
     forward outside the capture, warm-ups on a side stream, as PyTorch's
@@ -212,6 +235,12 @@ def run(args):
     once = functools.partial(backward_once, create_graph=args.create_graph)
     ours, stock = [], []
     gradd.reset()
+    # The stock engine's step before gradd holds any graph, whose pools
+    # the process would count for it too.
+    measures_steps = args.device == "cuda" and args.mode == "both" and not args.create_graph
+    if measures_steps:
+        with gradd.disabled():
+            eager_step = step_memory(model, batch, 0, args.device)
     with gradd.enabled(args.config):
         with gradd.disabled():
             for _ in range(STOCK_WARMUPS):
@@ -242,6 +271,8 @@ def run(args):
             reference_again = grads(model)
         once(model, batch, last, args.device)
         served = grads(model)
+        if measures_steps:
+            gradd_step = step_memory(model, batch, last, args.device)
         if args.mode == "both":
             first_median_ms, eager_first_median_ms = new_structure_firsts(
                 once, model, batch, last + 1, args.device)
@@ -277,6 +308,12 @@ def run(args):
                 and args.model not in ("ddp", "transformer-dropout")):
             line["floor_ms"] = round(backward_floor_ms(model, batch, last), 4)
             line["floor_ratio"] = round(line["median_ms"] / line["floor_ms"], 4)
+    if measures_steps:
+        for key, ours_bytes, stock_bytes in (("peak", gradd_step[0], eager_step[0]),
+                                             ("reserved", gradd_step[1], eager_step[1])):
+            line[f"step_{key}_mb"] = round(ours_bytes / 2**20, 1)
+            line[f"eager_step_{key}_mb"] = round(stock_bytes / 2**20, 1)
+            line[f"step_{key}_ratio"] = round(ours_bytes / stock_bytes, 4)
     return line
 
 
