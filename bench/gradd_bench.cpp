@@ -38,7 +38,12 @@
 // that phase, after the timing), and `eager_working_set_mb` is the stock
 // engine's with its saved tensors kept to the end (retain_graph), so that
 // no gradient lands in the memory of an activation it has read, as none
-// in a CUDA graph's pool does. `--grad-ready-times` adds
+// in a CUDA graph's pool does. On CUDA, `--mode both` also measures the
+// whole training step (forward, backward, an Adam step with lr 0):
+// `step_peak_ratio` and `step_reserved_ratio`, gradd's `max_memory_allocated`
+// and `max_memory_reserved` over the stock engine's (`step_peak_mb`,
+// `eager_step_peak_mb`, `step_reserved_mb`, `eager_step_reserved_mb`), the
+// stock engine's measured before gradd holds any graph. `--grad-ready-times` adds
 // when the first and the median parameter gradient were accumulated, in ms
 // after the backward started, for both engines. `--dump-ir DIR` writes each
 // graph's IR (text and DOT) after capture and after each pass. On CUDA,
@@ -243,6 +248,12 @@ int run(const options& o) {
   };
   for (int i = 0; i < stock_warmups; ++i)
     timed_backward(*model, 0, false, device);
+  // The stock engine's training step before gradd holds any graph, whose
+  // pools the process would count for it too.
+  bool measures_steps = device.is_cuda() && o.mode == "both" && !o.create_graph;
+  gradd::measure::device_peaks eager_step;
+  if (measures_steps)
+    eager_step = training_step_peaks(*model, 0, false, device);
   double first_ms = step(0, run_gradd).ms;
   // The stock engine's first backward of this structure and shape, CUDA
   // warmed up as for gradd's: what a new structure's first_ms is held to.
@@ -371,6 +382,15 @@ int run(const options& o) {
                 static_cast<double>(gradd_peak + graph_bytes) / eager_peak, gradd_peak / 1e6,
                 eager_peak / 1e6, eager_working_set / 1e6, graph_bytes / 1e6,
                 graph_stats.graph_bound_bytes / 1e6);
+    if (measures_steps) {
+      auto ours = training_step_peaks(*model, o.warmup + o.iters, true, device);
+      std::printf(", \"step_peak_ratio\": %.4f, \"step_reserved_ratio\": %.4f, "
+                  "\"step_peak_mb\": %.1f, \"eager_step_peak_mb\": %.1f, "
+                  "\"step_reserved_mb\": %.1f, \"eager_step_reserved_mb\": %.1f",
+                  static_cast<double>(ours.allocated) / eager_step.allocated,
+                  static_cast<double>(ours.reserved) / eager_step.reserved, ours.allocated / 1e6,
+                  eager_step.allocated / 1e6, ours.reserved / 1e6, eager_step.reserved / 1e6);
+    }
     if (device.is_cuda() && !o.create_graph) {
       // A backward recorded for a capture still under way holds the
       // parameters' AccumulateGrad nodes, made on the default stream; the

@@ -95,6 +95,13 @@ c10::DeviceAllocator& cuda_allocator() {
 
 constexpr size_t aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
 
+/// `device`, with the current CUDA device's index where it has none.
+c10::Device with_index(c10::Device device) {
+  if (device.is_cuda() && !device.has_index())
+    return c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).getDevice();
+  return device;
+}
+
 } // namespace
 
 void install_cpu_peak_tracking() {
@@ -106,9 +113,18 @@ void install_cpu_peak_tracking() {
   (void)counter;
 }
 
-peak_memory::peak_memory(c10::Device device) : device_(device) {
-  if (device_.is_cuda() && !device_.has_index())
-    device_ = c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).getDevice();
+void reset_cuda_peaks(c10::Device device) {
+  auto& allocator = cuda_allocator();
+  allocator.emptyCache();
+  allocator.resetPeakStats(with_index(device).index());
+}
+
+device_peaks cuda_peaks(c10::Device device) {
+  auto stats = cuda_allocator().getDeviceStats(with_index(device).index());
+  return {stats.allocated_bytes[aggregate].peak, stats.reserved_bytes[aggregate].peak};
+}
+
+peak_memory::peak_memory(c10::Device device) : device_(with_index(device)) {
   if (device_.is_cuda()) {
     auto& allocator = cuda_allocator();
     start_ = allocator.getDeviceStats(device_.index()).allocated_bytes[aggregate].current;

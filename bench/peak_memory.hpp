@@ -18,6 +18,19 @@ namespace gradd::measure {
 /// before the tensors to be measured exist. Idempotent.
 void install_cpu_peak_tracking();
 
+/// The CUDA caching allocator's peaks on `device` since its last reset.
+struct device_peaks {
+  int64_t allocated = 0;  ///< max_memory_allocated
+  int64_t reserved = 0;   ///< max_memory_reserved: segments, graph pools included
+};
+
+/// Gives the allocator's unused cached blocks back to CUDA and resets its
+/// peaks on `device` to what it holds now.
+void reset_cuda_peaks(c10::Device device);
+
+/// The peaks on `device` since reset_cuda_peaks.
+device_peaks cuda_peaks(c10::Device device);
+
 /// Measures the peak of allocated bytes above the level at construction.
 class peak_memory {
 public:

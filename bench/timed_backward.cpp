@@ -78,6 +78,29 @@ int64_t backward_peak(models::model& model, int64_t step, bool with_gradd,
       retain_graph);
 }
 
+measure::device_peaks training_step_peaks(models::model& model, int64_t step, bool with_gradd,
+                                          const torch::Device& device, int steps) {
+  torch::optim::Adam optimizer(model.parameters(), torch::optim::AdamOptions(0.0));
+  std::optional<disable_guard> off;
+  if (!with_gradd)
+    off.emplace();
+  measure::device_peaks peaks;
+  for (int k = 0; k < steps; ++k) {
+    for (auto p : model.parameters())
+      p.mutable_grad() = torch::Tensor();
+    synchronize(device);
+    measure::reset_cuda_peaks(device);
+    auto loss = model.loss(step + k);
+    step_backward(model, loss, /*retain_graph=*/false);
+    optimizer.step();
+    synchronize(device);
+    auto now = measure::cuda_peaks(device);
+    peaks.allocated = std::max(peaks.allocated, now.allocated);
+    peaks.reserved = std::max(peaks.reserved, now.reserved);
+  }
+  return peaks;
+}
+
 std::pair<double, double> gradient_ready_times(models::model& model, int64_t step,
                                                bool with_gradd, const torch::Device& device,
                                                int runs) {

@@ -4,6 +4,7 @@
 // or under gradd: each runs a fresh forward and measures only its backward,
 // its stream waited for on both sides.
 
+#include "bench/peak_memory.hpp"
 #include "engine/gradd.hpp"
 #include "examples/models.hpp"
 
@@ -70,6 +71,13 @@ backward_time timed_backward(models::model& model, int64_t step, bool with_gradd
 /// gradient reuses the memory of one it has read.
 int64_t backward_peak(models::model& model, int64_t step, bool with_gradd,
                       const torch::Device& device, bool retain_graph = false);
+
+/// The CUDA peaks of `steps` whole training steps from batch `step` on:
+/// forward, backward (with gradd or the stock engine), an Adam step with
+/// lr 0 (so the parameters stay as they are), each from a reset of the
+/// peaks; the largest of each.
+measure::device_peaks training_step_peaks(models::model& model, int64_t step, bool with_gradd,
+                                          const torch::Device& device, int steps = 3);
 
 /// Median, over `runs` backwards, of when the first and the median
 /// parameter gradient were ready (ms after the backward started).
