@@ -171,8 +171,7 @@ class capture_run {
     o.results = session_.define_all(outputs);
     auto output_values = o.results;
     session_.emit(std::move(o));
-    if (!outputs.empty())
-      route_outputs(i, outputs, output_values, stream);
+    route_outputs(i, outputs, output_values, stream);
   }
 
   /// Routes node `i`'s `outputs` (standing for `output_values`) to the

@@ -58,6 +58,13 @@ void lift_live_leaf(ca::CompiledNodeArgs& args, const ca::NodeCall& node_call,
   args.collect(at::GradMode::is_enabled());
 }
 
+/// Whether a replay could call node `info` live between two pieces of a
+/// CUDA graph: it runs, and is neither the root, a leaf nor taken as a
+/// result (whose tensor pre-hooks would change what the backward returns).
+bool callable_between_pieces(const compiler::node_info& info) {
+  return info.needed && !info.is_root && !info.is_accumulate_grad && info.captures.empty();
+}
+
 /// Lifts the place of a node a CUDA graph is cut at (cut_at), not its
 /// state: a replay calls it live, and compiled_args of a Python node would
 /// run Python without the GIL.
@@ -117,11 +124,10 @@ void check_lifted(const ca::AutogradCompilerCall& call) {
 } // namespace
 
 bool cut_at(const compiler::node_info& info) {
-  if (!info.needed || info.is_root || info.is_accumulate_grad || !info.captures.empty())
-    return false;
   // By the type's name: libtorch_python, which defines it, may be loaded
   // privately (RTLD_LOCAL), and gradd does not link it.
-  return info.hooks != compiler::hook_counts{} || info.type_name == "torch::autograd::PyNode";
+  return callable_between_pieces(info)
+         && (info.hooks != compiler::hook_counts{} || info.type_name == "torch::autograd::PyNode");
 }
 
 bool cut_at(const compiler::node_info& info, const Node& node) {
@@ -129,7 +135,7 @@ bool cut_at(const compiler::node_info& info, const Node& node) {
   if (cut_at(info))
     return true;
   const auto* attention = dynamic_cast<const EfficientAttention*>(&node);
-  return attention && info.needed && info.captures.empty() && attention->dropout_p != 0.0;
+  return attention && attention->dropout_p != 0.0 && callable_between_pieces(info);
 }
 
 void throw_capture_error(const std::string& why) {
