@@ -60,12 +60,32 @@ struct options {
   std::vector<std::string> rank_command;
 };
 
+constexpr const char* usage_text =
+    "usage: gradd daemon [--config FILE] [--address HOST:PORT] [--address-file FILE]\n"
+    "       gradd status [--config FILE] [--json | --prometheus]\n"
+    "       gradd launch --nproc N [--config FILE] -- CMD ARGS...\n";
+
+/// Says what is wrong and how to call gradd; exit status 2.
 [[noreturn]] void usage(const std::string& why) {
-  std::cerr << "gradd: " << why << "\n"
-            << "usage: gradd daemon [--config FILE] [--address HOST:PORT] [--address-file FILE]\n"
-            << "       gradd status [--config FILE] [--json | --prometheus]\n"
-            << "       gradd launch --nproc N [--config FILE] -- CMD ARGS...\n";
+  std::cerr << "gradd: " << why << "\n" << usage_text;
   std::exit(2);
+}
+
+/// `--help`: how to call gradd and what each command does; exit status 0.
+[[noreturn]] void help() {
+  std::cout
+      << usage_text
+      << "\n"
+         "  daemon  compile backwards for the training processes of this machine, sharing\n"
+         "          plans and their cache; prints the address it listens on\n"
+         "  status  the daemon's counters and each connected process's own, as text,\n"
+         "          JSON or Prometheus text\n"
+         "  launch  run N ranks (RANK, LOCAL_RANK, WORLD_SIZE set) beside a daemon, which\n"
+         "          it starts unless one answers at daemon.address\n"
+         "\n"
+         "  --config FILE  a gradd policy (YAML; else $GRADD_CONFIG, else the defaults)\n"
+         "  -h, --help     this text\n";
+  std::exit(0);
 }
 
 options parse(int argc, char** argv) {
@@ -73,10 +93,14 @@ options parse(int argc, char** argv) {
     usage("no command");
   options o;
   o.command = argv[1];
+  if (o.command == "-h" || o.command == "--help" || o.command == "help")
+    help();
   if (o.command != "daemon" && o.command != "status" && o.command != "launch")
     usage("unknown command '" + o.command + "'");
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help")
+      help();
     if (arg == "--" && o.command == "launch") {
       o.rank_command.assign(argv + i + 1, argv + argc);
       break;

@@ -2,6 +2,7 @@
 // gradd_rank_<name>; its eager backwards by reason and what CUDA graphs
 // cover of each structure (`structure.<id>.<field>`, engine_state.cpp)
 // carry the reason or the structure as a label, every name a valid metric.
+// Each family is typed (counter or gauge) once, its samples together.
 
 #include "daemon/status_text.hpp"
 
@@ -28,4 +29,31 @@ TEST_CASE("gradd status labels a rank's reasons and structures in Prometheus tex
   CHECK_THAT(text, Catch::Matchers::Contains("gradd_rank_structure_plans_only" + who
                                              + ",structure=\"7\"} 0\n"));
   CHECK_THAT(text, !Catch::Matchers::Contains("gradd_rank_structure.7"));
+}
+
+TEST_CASE("gradd status types each Prometheus family once, every rank's samples together",
+          "[daemon]") {
+  gradd::actors::daemon_status status;
+  status.requests = 5;
+  status.in_flight = 1;
+  for (uint64_t id : {1, 2}) {
+    gradd::actors::client_status client;
+    client.id = id;
+    client.report.names = {"backwards", "graphs"};
+    client.report.values = {10 * id, id};
+    status.per_client.push_back(client);
+  }
+  auto text = gradd::daemon::format_status(status, "prometheus");
+  CHECK_THAT(text, Catch::Matchers::Contains("# TYPE gradd_daemon_requests counter\n"));
+  CHECK_THAT(text, Catch::Matchers::Contains("# TYPE gradd_daemon_in_flight gauge\n"));
+  CHECK_THAT(text, Catch::Matchers::Contains(
+                       "# TYPE gradd_rank_backwards counter\n"
+                       "gradd_rank_backwards{client=\"1\",pid=\"0\",rank=\"-1\"} 10\n"
+                       "gradd_rank_backwards{client=\"2\",pid=\"0\",rank=\"-1\"} 20\n"
+                       "# TYPE gradd_rank_graphs gauge\n"));
+  size_t types = 0;
+  for (size_t at = text.find("# TYPE gradd_rank_backwards "); at != std::string::npos;
+       at = text.find("# TYPE gradd_rank_backwards ", at + 1))
+    ++types;
+  CHECK(types == 1);
 }
