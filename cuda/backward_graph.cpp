@@ -524,7 +524,8 @@ void backward_graph::call_live(leaf_gradient& g, torch::autograd::Node& node,
 // Note [Piecewise graphs]
 // Hooks on activations, Python autograd.Functions (custom Functions,
 // reentrant checkpointing, module backward hooks) run host code between
-// node calls, where a graph has no place for it. Such a node (cut_at,
+// node calls, where a graph has no place for it; attention with dropout
+// reads its seed on the host. Such a node (cut_at,
 // engine/functional/graph.cpp) is neither lifted nor recorded: the plan
 // run the capture is made from hands over what it returned, after its
 // hooks (output_tap), and the recording holds one call_node op returning
@@ -536,7 +537,8 @@ void backward_graph::call_live(leaf_gradient& g, torch::autograd::Node& node,
 // memory from the pieces after. A replay launches the first piece, then
 // goes through the leaves in the stock engine's order as Note [Live
 // leaves] does; before the first leaf of a later piece (or at the end) it
-// crosses the cut: on the backward's stream it calls the node live with
+// crosses the cut: the backward's stream waits for the leaves handed out
+// so far (the node's hooks may read their `.grad`), then calls the node live with
 // copies of its input gradients (a hook may keep them; the pool's memory
 // is the next replay's), as the current node, in libtorch's graph task,
 // hooks and all, copies its outputs into the next piece's buffers and
