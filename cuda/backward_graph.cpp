@@ -537,10 +537,11 @@ void backward_graph::call_live(leaf_gradient& g, torch::autograd::Node& node,
 // memory from the pieces after. A replay launches the first piece, then
 // goes through the leaves in the stock engine's order as Note [Live
 // leaves] does; before the first leaf of a later piece (or at the end) it
-// crosses the cut: the backward's stream waits for the leaves handed out
-// so far (the node's hooks may read their `.grad`), then calls the node live with
-// copies of its input gradients (a hook may keep them; the pool's memory
-// is the next replay's), as the current node, in libtorch's graph task,
+// crosses the cut: it makes the backward's stream wait for the leaves
+// handed out so far (the node's hooks may read their `.grad`), and calls
+// the node live on that stream with copies of its input gradients (a hook
+// may keep them; the pool's memory is the next replay's), as the current
+// node, in libtorch's graph task,
 // hooks and all, copies its outputs into the next piece's buffers and
 // launches that piece. The stock engine runs the same kernels on the same
 // values in the same order, so the gradients are bitwise its own. A node
