@@ -541,9 +541,8 @@ void backward_graph::call_live(leaf_gradient& g, torch::autograd::Node& node,
 // handed out so far (the node's hooks may read their `.grad`), and calls
 // the node live on that stream with copies of its input gradients (a hook
 // may keep them; the pool's memory is the next replay's), as the current
-// node, in libtorch's graph task,
-// hooks and all, copies its outputs into the next piece's buffers and
-// launches that piece. The stock engine runs the same kernels on the same
+// node, in libtorch's graph task, hooks and all; then it copies the
+// node's outputs into the next piece's buffers and launches that piece. The stock engine runs the same kernels on the same
 // values in the same order, so the gradients are bitwise its own. A node
 // whose outputs do not fit the next piece (a hook returned another layout,
 // or nothing) ends the graphs for that backward: the rest of the recording
