@@ -125,6 +125,40 @@ def test_graphs_cut_at_python_functions_and_activation_hooks(tmp_path):
 
 
 @cuda
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_transformer_encoder_layer_under_graphs(tmp_path, dropout):
+    """nn.TransformerEncoderLayer under cuda_graphs, seeded so both engines
+    draw the same masks: whole graphs with dropout 0 (the attention's seed
+    gets a device stand-in), graphs cut at the attention with dropout 0.1
+    (Note [Piecewise graphs]); bitwise either way."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=dropout, batch_first=True).cuda()
+
+    def step(k):
+        for p in layer.parameters():
+            p.grad = None
+        torch.manual_seed(100 + k)
+        x = torch.randn(8, 16, 64, device="cuda")
+        layer(x).square().mean().backward()
+        torch.cuda.current_stream().synchronize()
+        return [p.grad.clone() for p in layer.parameters()]
+
+    stock = [step(k) for k in range(5)]
+    text = SYNC + "cuda_graphs:\n  enabled: true\n  mode: static\n"
+    with gradd.enabled(write_policy(tmp_path, text)):
+        for k in range(5):
+            assert all_bits_equal(stock[k], step(k)), f"step {k}"
+            gradd.wait_for_compiles()
+        s, [g] = gradd.stats(), gradd.graph_stats()
+    assert s["graph_backwards"] >= 3, s
+    assert g["plans_only"] == "", g
+    if dropout:
+        assert s["piecewise_backwards"] == s["graph_backwards"] and "state on the host" in g["cuts"], g
+    else:
+        assert s["piecewise_backwards"] == 0 and g["graph_pieces"] == 1, g
+
+
+@cuda
 def test_python_numbers_in_ops_under_graphs(tmp_path):
     """Note [Python scalars in graphs]: `0.5 * h` and the like save the number
     as a wrapped CPU tensor (GPT-2's GELU is written so). Graphs serve the
