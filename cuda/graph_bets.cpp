@@ -29,11 +29,11 @@ bool bets_early(const settings& config) {
 /// The bet of structure `structure` for `backward`, launched on `stream`
 /// (Note [Early launch]), and counted; its graph null where it launched
 /// none. The walk before it began at `walk_began`.
-placed_bet place_bet(uint64_t structure, const backward_nodes& backward, c10::Stream stream,
-                     std::chrono::steady_clock::time_point walk_began) {
+placed_bet place_bet(uint64_t structure, structure_graphs& graphs, const backward_nodes& backward,
+                     c10::Stream stream, std::chrono::steady_clock::time_point walk_began) {
   auto start = std::chrono::steady_clock::now();
   auto& cache = graph_cache::instance();
-  auto graph = graph_to_bet_on(*cache.structure(structure), backward);
+  auto graph = graph_to_bet_on(graphs, backward);
   std::optional<backward_graph::early_launch> launch;
   if (graph)
     launch = graph->launch_early(c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, stream),
@@ -56,17 +56,24 @@ early_bet bet_before_engine(uint64_t structure, const compiler::graph& table,
   if (!bets_early(config))
     return nullptr;
   auto stream = single_stream(table, nodes);
-  if (!stream || calls_nodes_live(table))
+  if (!stream)
     return nullptr;
-  return early_bet(new placed_bet(place_bet(structure, {nodes, table}, *stream, walk_began)));
+  auto graphs = graph_cache::instance().structure(structure);
+  if (graphs->calls_live.load(std::memory_order_relaxed))
+    return nullptr;
+  return early_bet(
+      new placed_bet(place_bet(structure, *graphs, {nodes, table}, *stream, walk_began)));
 }
 
 early_bet bet_before_walk(uint64_t structure, const compiler::graph& table,
                           const std::vector<Node*>& head, const settings& config,
                           c10::Stream stream) {
-  if (!bets_early(config) || calls_nodes_live(table))
+  if (!bets_early(config))
     return nullptr;
-  auto bet = place_bet(structure, {head, table}, stream, std::chrono::steady_clock::now());
+  auto graphs = graph_cache::instance().structure(structure);
+  if (graphs->calls_live.load(std::memory_order_relaxed))
+    return nullptr;
+  auto bet = place_bet(structure, *graphs, {head, table}, stream, std::chrono::steady_clock::now());
   if (!bet.launch)
     return nullptr;
   graph_cache::instance().counters.bets_before_walk.fetch_add(1, std::memory_order_relaxed);
@@ -74,7 +81,8 @@ early_bet bet_before_walk(uint64_t structure, const compiler::graph& table,
 }
 
 std::optional<bet_served> serve_bet(early_bet& bet, const bet_call& c) {
-  if (!bet || !bet->launch || bet->structure != c.structure || calls_nodes_live(c.table))
+  // A bet was placed only where the structure calls no node live.
+  if (!bet || !bet->launch || bet->structure != c.structure)
     return std::nullopt;
   auto stream = single_stream(c.table, c.nodes);
   if (!stream || stream != bet->stream)

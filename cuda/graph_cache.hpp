@@ -64,6 +64,10 @@ struct structure_graphs {
   /// after.
   std::vector<uint32_t> attention_nodes;
   size_t table_cuts = 0;
+  /// Its replays call nodes live (calls_nodes_live), inside libtorch's
+  /// graph task: its backwards place no bets before the engine. Set with
+  /// the vetting; a structure bet on has graphs, so was vetted.
+  std::atomic<bool> calls_live{false};
 
   /// Notes that `shape`'s probe has key `probe`; nullopt: that it has none.
   /// Call with `mutex` held.

@@ -183,6 +183,7 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
     if (!structure->nodes_vetted.load(std::memory_order_relaxed)) {
       structure->attention_nodes = std::move(attention);
       structure->table_cuts = cuts;
+      structure->calls_live.store(calls_nodes_live(c.table), std::memory_order_relaxed);
       structure->nodes_vetted.store(true, std::memory_order_release);
     }
   }
