@@ -21,7 +21,7 @@ bool sequence_order_holds(const compiler::plan& p,
 
 /// The outputs of chosen nodes as a plan run leaves them (checked, after
 /// their hooks): what a CUDA graph cut at those nodes is recorded with
-/// (Note [Piecewise graphs], cuda/backward_graph.cpp).
+/// (Note [Piecewise graphs], cuda/piecewise.cpp).
 struct output_tap {
   std::vector<bool> wanted;                              ///< per node, walk order
   std::vector<torch::autograd::variable_list> outputs;  ///< per node: its outputs, where wanted

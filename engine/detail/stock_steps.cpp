@@ -8,7 +8,10 @@
 
 #include "engine/detail/stock_steps.hpp"
 
+#include "engine/detail/current_node.hpp"
+
 #include <ATen/DeviceAccelerator.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
@@ -90,6 +93,14 @@ variable_list call_function(Node& fn, variable_list inputs, bool keep_graph) {
   if (fn.post_hooks().empty())
     return outputs;
   return call_post_hooks(fn, std::move(outputs), inputs, has_post_hooks);
+}
+
+variable_list evaluate_alone(Node& fn, variable_list inputs, bool keep_graph) {
+  current_node_scope current;
+  current.enter(fn);
+  RECORD_FUNCTION(c10::str("autograd::engine::evaluate_function: ", fn.name()),
+                  c10::ArrayRef<const c10::IValue>());
+  return call_function(fn, std::move(inputs), keep_graph);
 }
 
 } // namespace gradd::engine::detail

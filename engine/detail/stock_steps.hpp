@@ -48,4 +48,11 @@ torch::autograd::variable_list call_function(torch::autograd::Node& fn,
                                              torch::autograd::variable_list inputs,
                                              bool keep_graph);
 
+/// call_function as Engine::evaluate_function makes it for a node called
+/// alone (a node a CUDA graph backward calls live): `fn` the current node
+/// (Note [The current node]) inside the engine's profiler range.
+torch::autograd::variable_list evaluate_alone(torch::autograd::Node& fn,
+                                              torch::autograd::variable_list inputs,
+                                              bool keep_graph);
+
 } // namespace gradd::engine::detail

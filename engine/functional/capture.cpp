@@ -156,7 +156,7 @@ class capture_run {
 
   /// Records node `i`, whose input gradients are `input_values`, as one
   /// call_node op returning what it returned when the backward ran (Note
-  /// [Piecewise graphs], cuda/backward_graph.cpp), and routes that on.
+  /// [Piecewise graphs], cuda/piecewise.cpp), and routes that on.
   void record_cut(uint32_t i, std::vector<value_id> input_values,
                   const std::optional<c10::Stream>& stream) {
     Node& fn = g_.node(i);

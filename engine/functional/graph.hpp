@@ -53,7 +53,7 @@ graph read_graph(const std::shared_ptr<torch::autograd::Node>& root,
 
 /// Whether a CUDA graph of the backward is cut at node `info`, which a
 /// replay calls live between two pieces (Note [Piecewise graphs],
-/// cuda/backward_graph.cpp), as far as the node table tells: a node that
+/// cuda/piecewise.cpp), as far as the node table tells: a node that
 /// runs with hooks, or a Python autograd.Function, and is neither a leaf
 /// nor taken as a result.
 bool cut_at(const compiler::node_info& info);

@@ -32,7 +32,7 @@ struct interpret_options {
   /// the leaf's gradient is ready: Note [Live leaves], cuda/backward_graph.cpp).
   std::function<void(size_t leaf, at::Tensor& gradient)> after_leaf;
   /// Runs a `call_node` op, a node a CUDA graph is cut at (Note [Piecewise
-  /// graphs], cuda/backward_graph.cpp): given its position, its input
+  /// graphs], cuda/piecewise.cpp): given its position, its input
   /// gradients and every value in flight past it (by value id; undefined
   /// where none), returns the node's outputs. A recording with such an op
   /// needs it.
@@ -61,7 +61,7 @@ program_outputs interpret(const recording& rec, const std::vector<torch::autogra
 /// values in flight before it given by `in_flight` (by value id); the
 /// graph inputs are read from `lifted` again. What a CUDA graph cut at a
 /// node runs eagerly where the node's outputs do not fit the piece after it
-/// (Note [Piecewise graphs], cuda/backward_graph.cpp).
+/// (Note [Piecewise graphs], cuda/piecewise.cpp).
 program_outputs interpret_rest(const recording& rec,
                                const std::vector<torch::autograd::Node*>& nodes,
                                const std::vector<at::Tensor>& lifted,

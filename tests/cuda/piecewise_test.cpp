@@ -1,5 +1,5 @@
 // Graphs cut at nodes with hooks (Note [Piecewise graphs],
-// cuda/backward_graph.cpp): a tensor hook that scales an activation's
+// cuda/piecewise.cpp): a tensor hook that scales an activation's
 // gradient and keeps what it was given, retain_grad on another, a post-hook
 // that watches a node's outputs. Graphs serve the structure in pieces, each
 // hooked node called live between them, and every gradient, retained

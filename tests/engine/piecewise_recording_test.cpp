@@ -1,5 +1,5 @@
 // The recording a piecewise CUDA graph is captured from (Note [Piecewise
-// graphs], cuda/backward_graph.cpp), on the CPU: a node with a hook is not
+// graphs], cuda/piecewise.cpp), on the CPU: a node with a hook is not
 // lifted and is recorded as one call_node op returning what it returned
 // when the backward ran; interpreting the recording with that node called
 // live gives the stock engine's gradients bitwise, and so does stopping at
