@@ -7,10 +7,26 @@ import torch
 
 import gradd
 from checks import SYNC, all_bits_equal, write_policy
+from gradd.bench import ScaledTanh
 from test_ddp import train_and_compare
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA not available")
 two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="fewer than 2 GPUs")
+
+
+GRAPHS = SYNC + "cuda_graphs:\n  enabled: true\n  mode: static\n"
+
+
+def steps_under_graphs(tmp_path, step, steps):
+    """Runs `step(k)` for k in `steps` on the stock engine, then under a
+    static-shape graph policy, bitwise step by step (waiting for captures
+    between steps); returns gradd's stats() and graph_stats()."""
+    stock = [step(k) for k in steps]
+    with gradd.enabled(write_policy(tmp_path, GRAPHS)):
+        for k, expected in zip(steps, stock):
+            assert all_bits_equal(expected, step(k)), f"step {k}"
+            gradd.wait_for_compiles()
+        return gradd.stats(), gradd.graph_stats()
 
 
 def mlp_step(model, x):
@@ -63,8 +79,7 @@ def test_hooks_on_parameters_run_live_around_graphs(tmp_path):
         return grads, [i for i, _ in seen], [g for _, g in seen]
 
     stock = [step(k) for k in range(5)]
-    text = SYNC + "cuda_graphs:\n  enabled: true\n  mode: static\n"
-    with gradd.enabled(write_policy(tmp_path, text)):
+    with gradd.enabled(write_policy(tmp_path, GRAPHS)):
         for k in range(5):
             grads, order, hooked = step(k)
             assert order == stock[k][1], f"step {k}"
@@ -73,21 +88,6 @@ def test_hooks_on_parameters_run_live_around_graphs(tmp_path):
         s, [g] = gradd.stats(), gradd.graph_stats()
     assert s["graph_backwards"] >= 3 and s["piecewise_backwards"] == s["graph_backwards"], s
     assert (g["live_nodes"], g["plans_only"]) == (4, ""), g
-
-
-class ScaledTanh(torch.autograd.Function):
-    """A custom Function whose backward is Python: a PyNode in the graph."""
-
-    @staticmethod
-    def forward(ctx, x):
-        y = torch.tanh(x)
-        ctx.save_for_backward(y)
-        return y * 1.5
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return g * 1.5 * (1 - y * y)
 
 
 @cuda
@@ -106,19 +106,13 @@ def test_graphs_cut_at_python_functions_and_activation_hooks(tmp_path):
         for p in list(first.parameters()) + list(second.parameters()):
             p.grad = None
         x = torch.randn(32, 64, device="cuda", generator=torch.Generator("cuda").manual_seed(k))
-        h = ScaledTanh.apply(first(x))
+        h = ScaledTanh.apply(first(x))  # a Python backward: a PyNode in the graph
         h.register_hook(lambda g: g * 0.5)
         second(h).square().mean().backward()
         torch.cuda.current_stream().synchronize()
         return [p.grad.clone() for p in list(first.parameters()) + list(second.parameters())] + seen
 
-    stock = [step(k) for k in range(5)]
-    text = SYNC + "cuda_graphs:\n  enabled: true\n  mode: static\n"
-    with gradd.enabled(write_policy(tmp_path, text)):
-        for k in range(5):
-            assert all_bits_equal(stock[k], step(k)), f"step {k}"
-            gradd.wait_for_compiles()
-        s, [g] = gradd.stats(), gradd.graph_stats()
+    s, [g] = steps_under_graphs(tmp_path, step, range(5))
     assert s["graph_backwards"] >= 3 and s["piecewise_backwards"] == s["graph_backwards"], s
     assert g["plans_only"] == "" and g["graph_pieces"] >= 3, g
     assert "PyNode" in g["cuts"], g
@@ -143,13 +137,7 @@ def test_transformer_encoder_layer_under_graphs(tmp_path, dropout):
         torch.cuda.current_stream().synchronize()
         return [p.grad.clone() for p in layer.parameters()]
 
-    stock = [step(k) for k in range(5)]
-    text = SYNC + "cuda_graphs:\n  enabled: true\n  mode: static\n"
-    with gradd.enabled(write_policy(tmp_path, text)):
-        for k in range(5):
-            assert all_bits_equal(stock[k], step(k)), f"step {k}"
-            gradd.wait_for_compiles()
-        s, [g] = gradd.stats(), gradd.graph_stats()
+    s, [g] = steps_under_graphs(tmp_path, step, range(5))
     assert s["graph_backwards"] >= 3, s
     assert g["plans_only"] == "", g
     if dropout:
@@ -178,13 +166,7 @@ def test_python_numbers_in_ops_under_graphs(tmp_path):
         return [p.grad.clone() for p in params]
 
     scales = [0.5, 0.5, 0.5, 0.25, 0.25, 0.5, 0.25]
-    stock = [step(k, scale) for k, scale in enumerate(scales)]
-    text = SYNC + "cuda_graphs:\n  enabled: true\n  mode: static\n"
-    with gradd.enabled(write_policy(tmp_path, text)):
-        for k, scale in enumerate(scales):
-            assert all_bits_equal(stock[k], step(k, scale)), f"step {k}"
-            gradd.wait_for_compiles()
-        s, [g] = gradd.stats(), gradd.graph_stats()
+    s, [g] = steps_under_graphs(tmp_path, lambda k: step(k, scales[k]), range(len(scales)))
     assert s["graph_backwards"] >= 4, s
     assert (g["cuda_graphs"], g["plans_only"]) == (2, ""), g
 
@@ -255,13 +237,7 @@ def test_checkpointing_with_dropout_under_graphs(tmp_path, reentrant):
         x.square().mean().backward()
         return [p.grad.clone() for p in params]
 
-    stock = [step(i) for i in range(6)]
-    text = SYNC + "cuda_graphs:\n  enabled: true\n  mode: static\n"
-    with gradd.enabled(write_policy(tmp_path, text)):
-        for i in range(6):
-            assert all_bits_equal(stock[i], step(i)), f"step {i}"
-            gradd.wait_for_compiles()
-    s = gradd.stats()
+    s, _ = steps_under_graphs(tmp_path, step, range(6))
     assert s["graph_capture_failures"] == 0
     if reentrant:
         assert s["graph_backwards"] >= 3 and s["piecewise_backwards"] == s["graph_backwards"], s
