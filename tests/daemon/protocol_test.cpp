@@ -4,6 +4,7 @@
 // restarted one.
 
 #include "actors/actor_system.hpp"
+#include "actors/daemon_feed.hpp"
 #include "actors/daemon_protocol.hpp"
 #include "actors/type_ids.hpp"
 #include "actors/wire_client.hpp"
@@ -154,6 +155,19 @@ TEST_CASE("the daemon refuses what breaks its rules, as gradd errors, and keeps 
                gradd::actors::client_report{{"plan_backwards\":9,\"x"}, {9}});
     CHECK(reported() == std::vector<std::string>{"plan_backwards"});
     CHECK(daemon.status("plan_backwards") == 7);
+    // As many names as a report may hold are kept, one more is dropped.
+    auto named = [](size_t count) {
+      gradd::actors::client_report report;
+      for (size_t i = 0; i < count; ++i) {
+        report.names.push_back("structure." + std::to_string(i) + ".hits");
+        report.values.push_back(i);
+      }
+      return report;
+    };
+    self->send(client.daemon, named(gradd::actors::max_report_names));
+    CHECK(reported().size() == gradd::actors::max_report_names);
+    self->send(client.daemon, named(gradd::actors::max_report_names + 1));
+    CHECK(reported().size() == gradd::actors::max_report_names);
   }
 
   SECTION("a well-behaved request after all that") {
