@@ -14,6 +14,7 @@
 #include "compiler/stock_order.hpp"
 #include "cuda/batched_copy.hpp"
 #include "cuda/capture_gate.hpp"
+#include "cuda/expandable_segments.hpp"
 #include "cuda/graph_cache.hpp"
 #include "cuda/shape_key.hpp"
 #include "cuda/static_buffer.hpp"
@@ -65,7 +66,8 @@ void wait_for(c10::cuda::CUDAStream other, c10::cuda::CUDAStream stream) {
 /// One stream capture behind the capture gate (Note [Device synchronizes
 /// during captures]) into a private pool of the caching allocator, as
 /// at::cuda::CUDAGraph makes it, without the generator registration (see
-/// backward_graph::capture). The allocator counts each capture into a pool
+/// backward_graph::capture), its new segments expandable (Note [Expandable
+/// pool segments]). The allocator counts each capture into a pool
 /// as one of its users; one that end() ended hands that share to the
 /// caller (who gives it back with releasePool once its graph is gone), one
 /// that failed gives it back itself. Ends the pool's routing when it goes.
@@ -116,6 +118,7 @@ public:
 
 private:
   capture_gate_scope gate_;  // first in, last out: around the whole capture
+  expandable_segments_scope segments_;
   c10::DeviceIndex device_;
   c10::MempoolId_t pool_;
   cudaStream_t stream_;

@@ -4,7 +4,9 @@
 
 #include "cuda/graph_loop.hpp"
 
+#include <c10/core/AllocatorConfig.h>
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
@@ -59,6 +61,21 @@ TEST_CASE("the graphs of one stream share a memory pool (Note [One pool per stre
     REQUIRE(s.graphs == 4);
     INFO("graph_bytes: " << first << " for the first graph, " << s.graph_bytes << " for four");
     CHECK(s.graph_bytes < first + first / 4);
+
+    // Note [Expandable pool segments]: the pool is one growing range, and
+    // the process's setting is off again once the captures are done.
+    if (c10::CachingAllocator::getAllocatorSettings().find("expandable_segments") == std::string::npos) {
+      size_t pool_segments = 0;
+      for (const auto& segment : c10::cuda::CUDACachingAllocator::snapshot({0, 0}, false).segments)
+        if (segment.owner_private_pool_id != c10::MempoolId_t{0, 0}) {
+          ++pool_segments;
+          CHECK(segment.is_expandable);
+        }
+      CHECK(pool_segments > 0);
+      CHECK_FALSE(c10::CachingAllocator::AcceleratorAllocatorConfig::use_expandable_segments());
+    } else {
+      WARN("PYTORCH_CUDA_ALLOC_CONF names expandable_segments: the pool's segments are not checked");
+    }
   }
   SECTION("a gradient held while another graph of the pool replays keeps its values") {
     // The narrow step's graph is captured second, so its gradient may lie
