@@ -9,7 +9,7 @@ export CCACHE_SLOPPINESS := pch_defines,time_macros,include_file_mtime,include_f
 
 PYTHON ?= python3
 
-.PHONY: deps configure build demo test consumer pytest python-install sanitize bench clean
+.PHONY: deps configure build demo test consumer pytest wheel python-install sanitize bench clean
 
 deps:
 	@scripts/install_deps.sh
@@ -32,6 +32,7 @@ test: build
 	$(BUILD)/gradd_tests --reporter console
 	@$(MAKE) --no-print-directory consumer
 	@$(MAKE) --no-print-directory pytest
+	@$(MAKE) --no-print-directory wheel
 	@$(MAKE) --no-print-directory python-install
 
 # `import gradd` in $(PYTHON) from any folder: a gradd.pth in its
@@ -46,6 +47,10 @@ python-install: build
 # The Python package (python/), as built into $(BUILD)/python.
 pytest: build
 	PYTHONPATH=$(abspath $(BUILD))/python $(PYTHON) -m pytest -q -rs -p no:cacheprovider python/tests
+
+# `pip install .` into a fresh virtual environment, and a backward there.
+wheel: build
+	@scripts/wheel_check.sh $(BUILD)
 
 # gradd as a user's project sees it: install into a fresh staging prefix,
 # build examples/consumer against the installed package, run it.

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what gradd builds against, only where it is missing:
 # Debian packages (CAF, oneTBB, yaml-cpp, Catch2, OpenSSL, ccache, ninja),
-# torch==2.11.0, pytest and torchvision from PyPI. Quick when everything is
-# already there.
+# torch==2.11.0, pytest, torchvision and scikit-build-core from PyPI. Quick
+# when everything is already there.
 set -euo pipefail
 
 packages=(cmake ninja-build ccache libcaf-dev libtbb-dev libyaml-cpp-dev catch2 libssl-dev)
@@ -27,8 +27,9 @@ if ! "$python" -c 'import torch, sys; sys.exit(0 if torch.__version__.startswith
     || "$python" -m pip install --quiet --user --break-system-packages torch==2.11.0
 fi
 # pytest runs the Python package's tests; torchvision (for torch 2.11) gives
-# the Python benchmark a model from a library Python users train with.
-for module in pytest:pytest torchvision:torchvision==0.26.0; do
+# the Python benchmark a model from a library Python users train with;
+# scikit-build-core builds the wheel (`pip install .`, scripts/wheel_check.sh).
+for module in pytest:pytest torchvision:torchvision==0.26.0 scikit_build_core:scikit-build-core; do
   if ! "$python" -c "import ${module%%:*}" 2>/dev/null; then
     echo "gradd: installing ${module#*:} from PyPI"
     "$python" -m pip install --quiet "${module#*:}" \
