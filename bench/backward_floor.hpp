@@ -6,7 +6,7 @@
 // without other kernels; issue 8's CUDA graphs aim at it (floor_ratio).
 // A shape sweep's floor has two readings: each shape's graph replayed in a
 // row, and the shapes' graphs replayed in turn, as a sweep runs them
-// (switching graphs costs the wide-mlp 50-85 µs a replay on the H100).
+// (switching graphs costs the wide-mlp 50-85 µs a replay on a Hopper GPU).
 
 #include "examples/models.hpp"
 

@@ -104,7 +104,7 @@ constexpr int traced_steps = 10;
 /// Untimed stock backwards before anything is timed: the CUDA context,
 /// cuBLAS handles, the caching allocator and the stock engine's device
 /// thread (cuDNN's plans are cached per thread) warm up here, not in
-/// whichever engine happens to go first. One was not enough on the H200:
+/// whichever engine happens to go first. One was not enough on a Hopper GPU:
 /// convnet's second stock backward in a process took 1.3-1.5 ms, its third
 /// 0.8-1.0.
 constexpr int stock_warmups = 3;
@@ -396,8 +396,8 @@ int run(const options& o) {
       // parameters' AccumulateGrad nodes, made on the default stream; the
       // floor's forward on its side stream would reuse them, and the stock
       // engine then made the default stream wait for the floor's capturing
-      // stream, which CUDA refuses (seen with compile.delay_ms: 200 on the
-      // H200, the process ended).
+      // stream, which CUDA refuses (seen with compile.delay_ms: 200 on a
+      // Hopper GPU, the process ended).
       gradd::wait_for_compiles();
       if (auto floor = floor_of_steps(*model, o.warmup, gradd_times, shape_sweep)) {
         std::printf(", \"floor_ms\": %.4f, \"floor_ratio\": %.4f, \"floor_launch_us\": %.1f",

@@ -18,7 +18,7 @@ backwards:
 
 CUPTI's tracing slows what it traces: a cudaGraphLaunch of the mlp's graph
 took 37 us of CPU under it against 12 us for the whole launch without it
-(H200), and a graph's kernels run further apart. The CPU side before the
+(a Hopper GPU), and a graph's kernels run further apart. The CPU side before the
 first call is not traced and keeps its speed.
 
 usage: bench/trace_summary.py TRACE.json [--mode both|gradd|eager]

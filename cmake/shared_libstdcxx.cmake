@@ -1,6 +1,6 @@
 # gradd shares std::string, exceptions and locales with libtorch, which uses
-# the shared libstdc++. A toolchain that finds only libstdc++.a (the H200
-# image's /opt/gcc wrapper) would put a second copy into libgradd and the
+# the shared libstdc++. A toolchain that finds only libstdc++.a (one GPU
+# machine image's /opt/gcc wrapper) would put a second copy into libgradd and the
 # Python module: a Python process then crashed formatting a number in an
 # actor (docs/design.md, "One C++ runtime"). Such a toolchain is told to
 # link the system's libstdc++.so.6 by name, before its archive is reached.

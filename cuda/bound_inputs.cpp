@@ -15,7 +15,7 @@
 // allocation (a multiple of 512 bytes); two candidates that moved alike are
 // not bound.
 //
-// Both conditions came from the H200. Reading where words point instead
+// Both conditions came from a Hopper GPU. Reading where words point instead
 // (the first version) faulted in ~1 of 4 captures of resnet18 with an
 // illegal memory access in a trial replay, and not at all (20 runs of 20)
 // once every static buffer had 2 MiB of unused memory around it: a word

@@ -4,7 +4,7 @@
 // A device-wide synchronize (cudaDeviceSynchronize) while any stream of the
 // process is capturing fails ("operation not permitted when stream is
 // capturing") and invalidates that capture, whatever its capture mode;
-// measured on an H100 with thread-local and relaxed captures, where a
+// measured on a Hopper GPU with thread-local and relaxed captures, where a
 // stream synchronize, `.item()`, pinned allocations and `empty_cache()` on
 // another thread did not conflict. gradd captures on its stream actors'
 // threads while training goes on, and training loops synchronize the

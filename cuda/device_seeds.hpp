@@ -8,7 +8,7 @@
 // node, its plan and its graph give the same bits (`[cuda]` case "memory-
 // efficient attention..."), and the stand-in, one per device, never moves.
 // With dropout on, its backward dereferences the seed on the host outside a
-// capture and reads device memory inside one (measured on an H100: a device
+// capture and reads device memory inside one (measured on a Hopper GPU: a device
 // copy crashes the plan), so no stand-in serves both the plan and the graph:
 // the graph is cut there, and a replay calls the node live, on its own
 // saved state (functional::cut_at, Note [Piecewise graphs]).

@@ -3,7 +3,7 @@
 // Note [Early launch]
 // On a graph hit the GPU waited for the whole lift (the saved tensors read
 // through `compiled_args` and the shape key): 31–53% of the gap to the
-// floor on the H200. In a steady training loop the lift finds what the
+// floor on a Hopper GPU. In a steady training loop the lift finds what the
 // last replay found: the same shape, every input at the same address. So a
 // structure whose last two graph-path backwards had one shape launches
 // that shape's graph right after the walk, as the last replay left it (in
@@ -21,7 +21,7 @@
 // context; reading memory that now holds something else is harmless when
 // nothing is written there and the outputs are thrown away, but not for an
 // index: a stale one sends a kernel out of bounds or trips its device
-// assert (seen on the H200: convnet's `nll_loss` backward read its targets
+// assert (seen on a Hopper GPU: convnet's `nll_loss` backward read its targets
 // stale and asserted, which ends the process's CUDA context). So the
 // integer inputs wide enough to index (max-pool indices, a loss's targets;
 // ATen indexes with 32- and 64-bit integers) are read live: each
@@ -34,7 +34,7 @@
 // Floating, complex, boolean and 8-bit integer inputs are read as data,
 // not as addresses: bytes are what cuDNN's RNN keeps for its backward (its
 // reserve), whose live read lifted the whole RNN node before each launch
-// (20–25 µs of the lstm's 30–43 µs launch on the H200).
+// (20–25 µs of the lstm's 30–43 µs launch on a Hopper GPU).
 // A graph launches early only if
 // - no replay writes into a bound input (checked once, at capture, by a
 //   replay on copies; its own static buffers and pool it may write), and
@@ -44,9 +44,8 @@
 //   integer inputs are pointed at; at most 16 such nodes
 //   (max_live_holders). A root gradient is held by the root: the
 //   recording's only reader of it is the root edge's node, whose lift does
-//   not hold it (find_holder; until stop 35 a graph that copied one, one
-//   shape in a third of the convnet's sweeps on the H200, never launched
-//   early);
+//   not hold it (find_holder; a graph that copied one instead, one shape
+//   in a third of the convnet's sweeps, never launched early);
 // - at its last replay no input had moved, and every address it read lay
 //   in a storage of the CUDA caching allocator (its deleter), with caching
 //   on: such memory stays mapped until the allocator frees or unmaps a

@@ -63,7 +63,7 @@ std::optional<std::vector<uint32_t>> claim_capture(structure_graphs& s, uint64_t
   }
   // Recording swaps the nodes' saved variables on the stream actor's
   // thread, and a graph kept for another backward (retain_graph) may run
-  // again meanwhile: seen on the H200 as the next backward finding them
+  // again meanwhile: seen on a Hopper GPU as the next backward finding them
   // gone. Such a shape is captured from a backward that frees them.
   const auto& policy = c.config.cuda_graphs;
   if (!s.plan_only.empty() || c.task.keep_graph_ || !wants_capture(s, shape, policy))

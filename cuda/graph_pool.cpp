@@ -57,7 +57,7 @@ graph_pool::graph_pool(c10::DeviceIndex device)
   // The allocator's count of the pool's users: this one, and each graph
   // captured into it. Without this one, the count reached zero whenever
   // the pool's graphs had all gone, with a capture into it under way: on
-  // the H200, where graphs were dropped while others were captured, the
+  // a Hopper GPU, where graphs were dropped while others were captured, the
   // allocator's count went below zero and ended the process.
   c10::cuda::CUDACachingAllocator::createOrIncrefPool(device_, id_);
 }

@@ -6,7 +6,7 @@
 // in proportion to their bytes: ResNet-18 at batch 32 saves about a GiB,
 // whose copy was most of what separated its replay from the floor. Instead
 // a replay points the graph's kernels at the live tensors (bound_inputs),
-// rewriting a kernel node's arguments (~0.9 µs each on the H200's host)
+// rewriting a kernel node's arguments (~0.9 µs each on a Hopper machine's host)
 // only where its input moved since the last replay; a training loop's
 // caching allocator mostly hands a step the addresses of the step before,
 // so most replays rewrite nothing (`graph_rewrites`). Which arguments are
@@ -146,7 +146,7 @@ bool backward_graph::binding_holds(bound_inputs& found, const std::vector<bool>&
   }
   side.synchronize();
   if (!found.bind(exec_, sources)) {  // the arguments it was captured with
-    // Seen on the H200 for a node of resnet18 that took the trial's: a
+    // Seen on a Hopper GPU for a node of resnet18 that took the trial's: a
     // fresh instantiation has them all, and the next bind rewrites all.
     log(level, log_level::debug, "the CUDA driver refused a graph node's own arguments back ("
                                       + found.refusal() + "): instantiated again");

@@ -6,15 +6,15 @@
 // last shape once two backwards in a row had it. A loop whose shapes
 // change every step (a batch-size sweep, the last batch of an epoch,
 // sequences bucketed by length) never bet, and its graphs waited for the
-// whole lift: on the H200 the wide-mlp's sweep ran at 1.7–2.1× the floor
+// whole lift: on a Hopper GPU the wide-mlp's sweep ran at 1.7–2.1× the floor
 // against 1.2–1.3× for one shape. Most of a shape shows in the first node
 // the backward runs, the loss's, the probe: the gradients it takes and
 // those it hands on, whose shapes the autograd graph records at the
 // forward (each node's input metadata). A mean's hands on its input's
 // shape, batch included; a loss's, its inputs'. So the probe key hashes
-// those, reading no saved tensor (until stop 37 the probe was lifted
-// alone through `compiled_args`: 5–7 µs before each bet on the H100,
-// against under 1 µs for the metadata):
+// those, reading no saved tensor (lifting the probe alone through
+// `compiled_args` cost 5–7 µs before each bet on a Hopper GPU, against
+// under 1 µs for the metadata):
 // - a structure with several graphs learns each graph's probe key at that
 //   graph's first replay, on the training thread, and bets by probe once
 //   every graph it holds has one;

@@ -133,7 +133,7 @@ struct stream_state {
   std::weak_ptr<graph_pool> pool;
 
   /// Taken on the actor's thread: the stream pool's first use creates
-  /// every stream of it, 5-6 ms on the H200 that the training thread's
+  /// every stream of it, 5-6 ms on a Hopper GPU that the training thread's
   /// first recorded backward waited for when it was taken there.
   c10::cuda::CUDAStream side_stream() {
     if (!side)

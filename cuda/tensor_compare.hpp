@@ -5,7 +5,7 @@
 // (compare_kernels.cu), not ATen's: the first use of an ATen kernel in the
 // process loads its module (lazy loading, CUDA's default), and while the
 // driver loads it, it holds every other thread's launches, the training
-// thread's too. On the H200 the checks of a process's first graph held
+// thread's too. On a Hopper GPU the checks of a process's first graph held
 // the training thread for 35-45 ms that way (the lstm and wide-mlp shape
 // sweeps; docs/design.md, "The stream actor's own kernels").
 

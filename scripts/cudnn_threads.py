@@ -3,7 +3,7 @@
 With gradd, a stream actor's thread and the training thread (or the stock
 engine's device thread) can run cudnn_batch_norm_backward at the same time
 for different batch sizes; PyTorch's own engine never does, since it runs
-every CUDA backward on one device thread. Stop 24 ran this on the H200
+every CUDA backward on one device thread. It ran on a Hopper GPU
 while looking for what ended convnet shape sweeps (docs/design.md, Known
 gaps): none of these variants failed, except captures without a warm-up.
 It runs without gradd:

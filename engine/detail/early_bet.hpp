@@ -16,19 +16,19 @@
 // would its own. The walk is made for every backward gradd's engine sees,
 // bet or not, and the hook adopts it (adopt_walk) instead of walking the
 // graph again: nothing is walked twice, and every backward of a C++
-// process, on the CPU too, takes that path. On the H200 the graph's launch
-// came 20 µs (mlp) and 104 µs (resnet18) closer to the call of backward()
-// (docs/benchmarks.md). Only where gradd's engine is the default one (C++
+// process, on the CPU too, takes that path. On a Hopper GPU the graph's launch
+// came 20 µs (mlp) and 104 µs (resnet18) closer to the call of backward().
+// Only where gradd's engine is the default one (C++
 // processes); in a Python process PyTorch's engine stays, and the hook
 // walks and bets itself (walking there from the gradd package's gate was
-// slower: docs/design.md, Bets before the engine). The hook adopts a walk
+// slower: docs/design.md, "Early launch and bets"). The hook adopts a walk
 // only where its GraphRoot has the edges the walk started from.
 //
 // Note [Graph hits before the engine]
 // Where the bet launched, the backward is mostly a graph hit, and what
 // Engine::execute then does before the hook (a GraphTask, the dependency
 // count, the gate) and after it is CPU time the replay does not need:
-// 12-26 us before the hook and 4-8 us after it on the H200's small models,
+// 12-26 us before the hook and 4-8 us after it on a Hopper GPU's small models,
 // which are CPU-bound. So gradd's engine lifts right after the bet and, if
 // the lift confirms it (the shape's graph is the one launched), replays
 // and hands out here, lets go of the saved variables, and makes the
@@ -43,7 +43,7 @@
 // Note [Bets before the walk]
 // Where the GPU waits for the launch rather than for the CPU, the walk
 // and the plan lookup before the bet are time the GPU idles: 6-8 us on
-// the H200's small models, 15-27 on wide-mlp, encoder and the
+// a Hopper GPU's small models, 15-27 on wide-mlp, encoder and the
 // transformer. A thread whose last two backwards or more were served
 // before the engine from one structure is in a steady loop, so its next
 // backward, if its root edge's node is of the type that structure's was,

@@ -5,9 +5,9 @@
 // makes before any engine sees the backward (torch::autograd::backward,
 // `ones_like`): an allocation and a fill kernel's launch on the CPU, the
 // fill on the GPU ahead of the backward's own work. Where a CUDA graph
-// serves the backward, that is time the floor does not pay; on the H100 a
+// serves the backward, that is time the floor does not pay; on a Hopper GPU a
 // seed made once took 5–33 µs off the small models' backwards (mlp 108 →
-// 75 µs, floor_ratio 1.72 → 1.20; docs/design.md, A seed made once).
+// 75 µs, floor_ratio 1.72 → 1.20).
 // So gradd wraps libtorch's variable hooks, through which
 // Tensor::backward() reaches torch::autograd::backward, and hands a
 // backward of a 0-dim floating CUDA loss with a grad_fn the seed its

@@ -5,7 +5,7 @@
 // batch-norm backward limit to that node's need, below what cuDNN had set
 // for a larger batch, and cuDNN's next launch of it failed, on the stream
 // actor's thread and on the stock engine's: 4 processes of 6 ended so on
-// the H200 (docs/design.md, Known gaps). Three processes, each a new lot of
+// a Hopper GPU (docs/design.md, Known gaps). Three processes, each a new lot of
 // first launches. And the sweep's gradients, on cuDNN's deterministic
 // algorithms, against the stock engine's.
 

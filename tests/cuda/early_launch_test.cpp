@@ -201,7 +201,7 @@ TEST_CASE("a steady loop launches its graph before the lift (Note [Early launch]
     auto w = (torch::randn({64, 64}, on_cuda) * 0.1).requires_grad_();
     // Six steps of each batch: the allocator may take two steps of the new
     // one to settle its addresses (after the out-of-memory case it did, on
-    // the H200), and a graph launches early once a replay found none moved.
+    // a Hopper GPU), and a graph launches early once a replay found none moved.
     const std::vector<int64_t> batches{16, 16, 16, 16, 16, 16, 32, 32, 32, 32, 32, 32};
     launches_around new_shape(6);
     auto s = compare_steps(graphs, batches.size(), [&](size_t step) {

@@ -3,8 +3,8 @@
 // bits; replays that differ by rounding allow each output that differed up
 // to rounding_margin times the most it did, with NaN where it was; replays
 // that differ otherwise allow no binding at all. On CPU tensors: the rule
-// is plain ATen, and the H200's kernels were deterministic wherever a test
-// could reach them (stop 25).
+// is plain ATen, and a Hopper GPU's kernels were deterministic wherever a
+// test could reach them.
 
 #include "cuda/expected_outputs.hpp"
 

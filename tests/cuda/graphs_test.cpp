@@ -402,7 +402,7 @@ TEST_CASE("autograd::grad results keep the stock engine's layout through a graph
     return;
   // The gradient of an output read only by its sum is the sum's gradient
   // expanded (strides 0): a clone() of the graph's result made it
-  // contiguous (stop 35). compare_steps compares strides and offsets too.
+  // contiguous. compare_steps compares strides and offsets too.
   torch::manual_seed(6);
   auto w = (torch::randn({8, 8}, torch::device(torch::kCUDA)) * 0.5).requires_grad_();
   auto step = [&](size_t i) {

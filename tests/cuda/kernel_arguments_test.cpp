@@ -7,8 +7,8 @@
 // - a kernel's dynamic shared memory limit belongs to the kernel and to
 //   the library that launches it, not to a graph: where a library lowers it
 //   below what a captured node asks for, the driver refuses that node's new
-//   arguments. gradd does not raise the limit back (stop 22 did, and on the
-//   H200 such a raise lowered the limit cuDNN had set for its batch-norm
+//   arguments. gradd does not raise the limit back (once it did, and on a
+//   Hopper GPU such a raise lowered the limit cuDNN had set for its batch-norm
 //   backward, whose next launches failed on every thread: docs/design.md,
 //   Known gaps); the plan serves, and the shape's next graph copies the
 //   inputs that kernel reads, from the nodes holding them where it

@@ -168,7 +168,7 @@ TEST_CASE("random graphs: functional capture and replay give the stock engine's 
   check_functional(torch::kCPU, program_count);
 }
 
-// Of 3000 programs run once in stop 33, only one differed, reduced here:
+// Of 3000 programs run once, only one differed, reduced here:
 // u = p + q's backward hands one tensor, a view into the cat's gradient at
 // offset 25, to p's sum and to q's AccumulateGrad, which steals it once the
 // sum has added it. reorder_accumulate_grad_nodes moved q's accumulation
