@@ -1,4 +1,5 @@
-// The capture stage.
+// The capture stage: the compile recipe's first step (compiler/compile.hpp),
+// lowering the captured node table to node ops.
 
 #include "actors/capture_actor.hpp"
 

@@ -1,4 +1,5 @@
-// The compile stage. Plan building runs on the TBB arena and its result goes
+// The compile stage: the compile recipe's last step (compiler/compile.hpp),
+// building the plan. It runs on the TBB arena and its result goes
 // to the registry as a message; the actor itself never blocks.
 
 #include "actors/compile_actor.hpp"

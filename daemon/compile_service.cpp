@@ -4,6 +4,7 @@
 
 #include "actors/daemon_feed.hpp"
 #include "actors/plan_store.hpp"
+#include "compiler/compile.hpp"
 #include "compiler/lower.hpp"
 #include "compiler/pass_manager.hpp"
 #include "compiler/plan.hpp"
@@ -66,11 +67,7 @@ compiled_plan compile_or_load(const settings& config, uint64_t key, const std::s
   }
   if (config.compile.delay_ms > 0)  // the test knob, as in the process
     std::this_thread::sleep_for(std::chrono::milliseconds(config.compile.delay_ms));
-  compiler::lower_to_node_ops(table);
-  compiler::pass_manager pipeline(passes);
-  pipeline.dump_to(config.logging.ir_dump_dir);
-  pipeline.run(table, "graph_" + hex(key));
-  auto plan = compiler::build_plan(table);
+  auto plan = compiler::compile(table, {passes, "graph_" + hex(key), config.logging.ir_dump_dir, {}});
   if (!config.cache.dir.empty()) {
     auto error = actors::store_plan(config.cache.dir, key, {table, plan});
     if (!error.empty())

@@ -2,7 +2,7 @@
 
 #include "engine/functional/passes.hpp"
 
-#include "compiler/pass_manager.hpp"
+#include "compiler/compile.hpp"
 
 namespace gradd::engine::functional {
 
@@ -20,8 +20,7 @@ void refresh_last_uses(recording& rec) {
 }
 
 void run_passes(recording& rec, const std::string& pipeline) {
-  compiler::pass_manager passes(pipeline);
-  passes.run(rec.ir, "functional");
+  compiler::run_passes(rec.ir, {pipeline, "functional", "", {}});
   refresh_last_uses(rec);
 }
 
