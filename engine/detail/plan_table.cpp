@@ -19,13 +19,15 @@ void graph_record::notify_settled() {
 
 void graph_record::hold_for_agreement() {
   proposal.store(0);
-  renew_at.store(0);
-  // The first proposal's lead comes from the rate since the structure was
-  // claimed: its backwards ran on the stock engine since, as they do until
-  // the switch. A fixed first lead was passed before the answer came when
-  // backwards are fast (the two-machine case, 1 run in 3).
-  proposed_ns.store(claimed_at.time_since_epoch().count());
-  proposed_index.store(0);
+  // The first proposal's lead comes from the rate of the backwards from
+  // now on (propose_at). A fixed first lead was passed before the answer
+  // came where backwards are fast, and so was one from the rate since the
+  // structure was claimed, which takes in a process's slow first backwards
+  // (the two-machine case, 1 run in 3 each).
+  auto index = seen.load();
+  proposed_ns.store(std::chrono::steady_clock::now().time_since_epoch().count());
+  proposed_index.store(index);
+  renew_at.store(index + agreement_lead);
   serve_from.store(not_agreed);
 }
 
@@ -36,12 +38,20 @@ std::optional<uint64_t> graph_record::propose_at(uint64_t index) {
   // UINT64_MAX while this backward proposes: the others pass by.
   if (!renew_at.compare_exchange_strong(due, UINT64_MAX))
     return std::nullopt;
+  // The rate of a few milliseconds' backwards, a burst on an idle core,
+  // made one rank's lead five times the others' and the agreed switch come
+  // after the run: the rate is taken over a quarter horizon at least.
   auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-  auto last_ns = proposed_ns.exchange(now);
+  auto horizon = std::chrono::nanoseconds(agreement_horizon).count();
+  auto last_ns = proposed_ns.load();
+  if (now - last_ns < horizon / 4) {
+    renew_at.store(due);
+    return std::nullopt;
+  }
+  proposed_ns.store(now);
   auto last_index = proposed_index.exchange(index);
   auto lead = agreement_lead;
-  if (last_ns != 0 && now > last_ns && index > last_index) {
-    auto horizon = std::chrono::nanoseconds(agreement_horizon).count();
+  if (index > last_index) {
     auto per_horizon = static_cast<double>(index - last_index) * horizon / (now - last_ns);
     lead = std::max(lead, static_cast<uint64_t>(per_horizon) + 1);
   }

@@ -56,10 +56,11 @@ std::vector<std::string> job_env(uint16_t port) {
 }
 
 /// Runs `count` ranks at once, compiling asynchronously, rank r with
-/// environment `env_of(r)`; 1000 backwards of each structure, so that each
-/// plan, which arrives after about 50 of them on an idle 2-core VM, serves
-/// within the run on a loaded one too (with 100, one run in about 7 under
-/// `make test` ended before structure 0's plan arrived: first_plan=-1).
+/// environment `env_of(r)`; 2000 backwards of each structure, so that each
+/// plan serves within the run on a loaded VM too: it arrives after about 50
+/// of them on an idle 2-core VM, and the agreed switch comes twice
+/// agreement_horizon (250 ms) later, up to 1100 backwards where a rank runs
+/// alone on a core (with 1000, 2 runs in 15 ended before it: first_plan=-1).
 std::vector<child_result> run_async_ranks(
     const case_folder& folder, size_t count,
     const std::function<std::vector<std::string>(size_t)>& env_of, const std::string& extra = "") {
@@ -68,7 +69,7 @@ std::vector<child_result> run_async_ranks(
   std::vector<child_result> ranks(count);
   std::vector<std::thread> threads;
   for (size_t r = 0; r < ranks.size(); ++r)
-    threads.emplace_back([&, r] { ranks[r] = run_rank(policy, env_of(r), 1000); });
+    threads.emplace_back([&, r] { ranks[r] = run_rank(policy, env_of(r), 2000); });
   for (auto& t : threads)
     t.join();
   return ranks;
@@ -105,6 +106,10 @@ void require_one_switch_index(const std::vector<child_result>& ranks) {
       summary += it->str() + " ";
     first_plans.push_back(summary);
   }
+  std::string said;  // what the ranks logged: an answer that came late, say
+  for (const auto& rank : ranks)
+    said += rank.err.substr(0, 2000) + "\n";
+  INFO(said);
   for (const auto& summary : first_plans) {
     INFO(summary << "against " << first_plans[0]);
     CHECK(summary == first_plans[0]);
