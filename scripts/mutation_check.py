@@ -216,6 +216,15 @@ MUTATIONS = [
      [("daemon/main.cpp", "  if (o.command == \"-h\" || o.command == \"--help\" || o.command == \"help\")\n    help();",
        "  if (o.command == \"-h\" || o.command == \"--help\" || o.command == \"help\")\n    usage(\"help\");")],
      "gradd --help prints its usage*"),
+    ("agreement_rate_of_a_burst", "a proposal's lead comes from the rate of any window, however short",
+     [("engine/detail/plan_table.cpp", "  if (now - last_ns < horizon / 4) {",
+       "  if (false) {")], "a held plan's first proposal*"),
+    ("agreement_rate_since_claim", "the first proposal's rate counts from the claim, slow start included",
+     [("engine/detail/plan_table.cpp",
+       "  proposed_ns.store(std::chrono::steady_clock::now().time_since_epoch().count());\n"
+       "  proposed_index.store(index);",
+       "  proposed_ns.store(claimed_at.time_since_epoch().count());\n"
+       "  proposed_index.store(0);")], "a held plan's first proposal*"),
 ]
 
 EXCLUDED = {".git", ".deps", ".whl", ".gl"}
