@@ -257,9 +257,18 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   options.call_node = [&](uint32_t at, variable_list, const std::vector<at::Tensor>&) {
     return cut_of(at).outputs;
   };
-  // Warm-up: cuBLAS creates its handle and workspace for this stream.
-  functional::interpret(recording, nodes, g->inputs_, options);
-  side.synchronize();
+  // Warm-up: cuBLAS creates its handle and workspace for this stream. The
+  // pool's other graphs were captured on this stream too and replay with
+  // that workspace, on the training stream: the warm-up holds the pool's
+  // turn (a hit meanwhile runs on its plan) and waits for the last replay,
+  // so that no two kernels write the workspace at once.
+  {
+    auto turn = pool->take();
+    if (auto last = pool->last_launched.lock(); last && last->replayed_on_)
+      last->replayed_->block(side);
+    functional::interpret(recording, nodes, g->inputs_, options);
+    side.synchronize();
+  }
 
   auto hooked = [&](uint32_t node) { return table.nodes[node].hooks != compiler::hook_counts{}; };
   // Where leaves are called live or the graph is cut, the graph marks

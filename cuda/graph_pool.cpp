@@ -32,7 +32,9 @@
 //   others. Each trial takes the turn too and copies the outputs it reads
 //   before letting go. A new graph cannot overwrite the older graphs'
 //   outputs (they were held when it was captured), so a trial takes
-//   nothing back.
+//   nothing back. A capture's warm-up takes the turn as well: it runs
+//   cuBLAS on the actor's stream, whose workspace the pool's graphs were
+//   captured with and replay with.
 // The pool belongs to its stream actor, held weakly: it goes with its last
 // graph. The allocator frees a pool's segments only once every graph
 // captured into it is gone, so a graph evicted under max_graphs gives its
