@@ -264,8 +264,7 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   // so that no two kernels write the workspace at once.
   {
     auto turn = pool->take();
-    if (auto last = pool->last_launched.lock(); last && last->replayed_on_)
-      last->replayed_->block(side);
+    wait_for_last_launch(*pool, side);
     functional::interpret(recording, nodes, g->inputs_, options);
     side.synchronize();
   }
@@ -438,10 +437,14 @@ backward_graph::fit backward_graph::fit_of(const std::vector<at::Tensor>& live) 
   return fit::fits;
 }
 
-void backward_graph::follow_last_launch(c10::cuda::CUDAStream stream) {
-  auto last = pool_->last_launched.lock();
+void backward_graph::wait_for_last_launch(graph_pool& pool, c10::cuda::CUDAStream stream) {
+  auto last = pool.last_launched.lock();
   if (last && last->replayed_on_ && *last->replayed_on_ != stream)
     last->replayed_->block(stream);
+}
+
+void backward_graph::follow_last_launch(c10::cuda::CUDAStream stream) {
+  wait_for_last_launch(*pool_, stream);
   pool_->last_launched = weak_from_this();
 }
 

@@ -288,6 +288,9 @@ private:
   /// Under the pool's turn, before a launch of this graph on `stream`:
   /// orders it after the pool's last launch.
   void follow_last_launch(c10::cuda::CUDAStream stream);
+  /// Under `pool`'s turn: makes `stream` wait for the pool's last launch
+  /// where that ran on another stream.
+  static void wait_for_last_launch(graph_pool& pool, c10::cuda::CUDAStream stream);
   /// Whether the pool's last hand-out was made on another thread and some
   /// of it is still held: taking it back would swap a storage's memory
   /// under a thread that may be reading it (Note [One pool per stream]).

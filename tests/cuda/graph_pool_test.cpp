@@ -6,9 +6,9 @@
 
 #include <c10/core/AllocatorConfig.h>
 #include <c10/core/CachingDeviceAllocator.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 
 #include <cstdlib>
 #include <string>
