@@ -3,7 +3,7 @@
 // The capture stage: lowers a captured node table to node-level IR (stock
 // order, gradient sums, hooks).
 // The node table itself is read on the backward's own thread, the only time
-// the live nodes are sure to exist (engine/detail/capture.hpp).
+// the live nodes are sure to exist (capture/capture_graph.hpp).
 
 #include "actors/messages.hpp"
 #include "actors/pass_pipeline_actor.hpp"

@@ -15,7 +15,7 @@
 #include "actors/daemon_feed.hpp"
 #include "actors/plan_sink.hpp"
 #include "compiler/ir.hpp"
-#include "config/settings.hpp"
+#include "gradd/settings.hpp"
 
 #include <atomic>
 #include <chrono>

@@ -1,7 +1,7 @@
 #pragma once
 
 // What the pipeline's stages may do to the engine's plan table, and nothing
-// more: the engine implements it (engine/detail/table_sink.hpp), so actors/
+// more: the engine implements it (engine/table_sink.hpp), so actors/
 // includes nothing of engine/. Graphs are named by the id the engine gave
 // them when it submitted their node table. Thread-safe: the registry and
 // the daemon link call it from actors, the stages' work from the TBB arena.

@@ -9,7 +9,7 @@
 #include "actors/errors.hpp"
 #include "actors/messages.hpp"
 #include "actors/plan_sink.hpp"
-#include "config/settings.hpp"
+#include "gradd/settings.hpp"
 
 #include <atomic>
 #include <cstdint>

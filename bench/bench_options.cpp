@@ -2,8 +2,8 @@
 
 #include "bench/bench_options.hpp"
 
-#include "engine/gradd.hpp"
 #include "examples/models.hpp"
+#include "gradd/gradd.hpp"
 
 #include <torch/cuda.h>
 

@@ -3,7 +3,7 @@
 // gradd-bench's command line: the flags bench/gradd_bench.cpp describes,
 // read and checked.
 
-#include "config/settings.hpp"
+#include "gradd/settings.hpp"
 
 #include <string>
 

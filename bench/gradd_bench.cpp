@@ -82,8 +82,8 @@
 #include "bench/kernel_trace.hpp"
 #include "bench/peak_memory.hpp"
 #include "bench/timed_backward.hpp"
-#include "engine/gradd.hpp"
 #include "examples/models.hpp"
+#include "gradd/gradd.hpp"
 
 #include <torch/torch.h>
 

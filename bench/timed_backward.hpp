@@ -5,8 +5,8 @@
 // its stream waited for on both sides.
 
 #include "bench/peak_memory.hpp"
-#include "engine/gradd.hpp"
 #include "examples/models.hpp"
+#include "gradd/gradd.hpp"
 
 #include <torch/torch.h>
 

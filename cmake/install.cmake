@@ -2,7 +2,7 @@
 # that `find_package(gradd)` reads, giving the imported target gradd::gradd.
 #
 #   <prefix>/lib/libgradd.so
-#   <prefix>/include/gradd/engine/gradd.hpp, config/loader.hpp, config/settings.hpp
+#   <prefix>/include/gradd/gradd.hpp, interpreter.hpp, policy.hpp, settings.hpp, statistics.hpp
 #   <prefix>/lib/cmake/gradd/gradd-config.cmake, gradd-config-version.cmake,
 #                            gradd-targets*.cmake, FindLibtorch.cmake
 #
@@ -17,19 +17,17 @@ include(CMakePackageConfigHelpers)
 
 set(GRADD_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/gradd)
 
-# The headers keep their in-tree paths under include/gradd, so a program
-# includes "engine/gradd.hpp" in this tree and out of it. C++17 is libtorch's
-# minimum and enough for gradd's headers.
-target_include_directories(gradd INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/gradd>)
+# include/gradd/ is installed as it is, so a program includes
+# "gradd/gradd.hpp" in this tree and out of it. C++17 is libtorch's minimum
+# and enough for gradd's headers.
+target_include_directories(gradd INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 target_compile_features(gradd INTERFACE cxx_std_17)
 # The installed library keeps the RUNPATH entries of what it links outside
 # the system folders: the torch wheel's lib/, and .deps/ on the GPU machine.
 set_target_properties(gradd PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 
 install(TARGETS gradd EXPORT gradd-targets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(FILES engine/gradd.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gradd/engine)
-install(FILES config/loader.hpp config/settings.hpp
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gradd/config)
+install(DIRECTORY include/gradd DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT gradd-targets NAMESPACE gradd:: DESTINATION ${GRADD_INSTALL_CMAKEDIR})
 
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/gradd-config.cmake.in

@@ -3,7 +3,7 @@
 // Where a `gradd daemon` listens: "host:port" (policy daemon.address,
 // $GRADD_DAEMON).
 
-#include "config/settings.hpp"
+#include "gradd/settings.hpp"
 
 #include <cstdint>
 #include <optional>

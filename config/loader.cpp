@@ -11,7 +11,7 @@
 // a reader of the file cannot see. Stopping at the first node out of shape
 // also bounds how deep the parser goes.
 
-#include "config/loader.hpp"
+#include "gradd/policy.hpp"
 
 #include "config/policy_file.hpp"
 #include "config/schema.hpp"

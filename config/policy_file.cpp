@@ -11,7 +11,7 @@
 
 #include "config/policy_file.hpp"
 
-#include "config/loader.hpp"
+#include "gradd/policy.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -4,7 +4,7 @@
 // one-line doc. It drives the loader, the README's table and the commented
 // example (config/gradd.example.yaml), which the tests hold to it.
 
-#include "config/settings.hpp"
+#include "gradd/settings.hpp"
 
 #include <functional>
 #include <string>

@@ -4,7 +4,7 @@
 // client presents in its hello (docs/design.md, "The daemon"). Whoever can
 // read the file may use the daemon; nobody else on the machine can.
 
-#include "config/settings.hpp"
+#include "gradd/settings.hpp"
 
 #include <string>
 

@@ -8,8 +8,8 @@
 #include "config/usable.hpp"
 
 #include "config/daemon_address.hpp"
-#include "config/loader.hpp"
 #include "config/schema.hpp"
+#include "gradd/policy.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>

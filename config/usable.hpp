@@ -1,6 +1,6 @@
 #pragma once
 
-#include "config/settings.hpp"
+#include "gradd/settings.hpp"
 
 namespace gradd {
 

@@ -18,11 +18,11 @@
 #include "cuda/graph_cache.hpp"
 #include "cuda/shape_key.hpp"
 #include "cuda/static_buffer.hpp"
-#include "engine/detail/stock_steps.hpp"
-#include "engine/functional/capture.hpp"
-#include "engine/functional/interpret.hpp"
-#include "engine/functional/passes.hpp"
-#include "engine/functional/steps.hpp"
+#include "execute/stock_steps.hpp"
+#include "functional/capture.hpp"
+#include "functional/interpret.hpp"
+#include "functional/passes.hpp"
+#include "functional/steps.hpp"
 
 #include <ATen/core/NamedTensor.h>
 #include <ATen/cuda/CUDAGraph.h>
@@ -44,7 +44,6 @@ namespace gradd::cuda {
 namespace {
 
 using torch::autograd::variable_list;
-namespace functional = engine::functional;
 
 /// A copy of wrapped scalar `t` that stays wrapped: type promotion treats
 /// a Python number below any tensor, a plain 0-dim tensor not so.
@@ -523,7 +522,7 @@ void backward_graph::call_live(leaf_gradient& g, torch::autograd::Node& node,
   at::Tensor held;
   if (options.hand_out != grad_hand_out::borrow || !g.exclusive)
     held = gradient;
-  engine::detail::evaluate_alone(node, {std::move(gradient)}, options.keep_graph);
+  execute::evaluate_alone(node, {std::move(gradient)}, options.keep_graph);
 }
 
 std::optional<variable_list> backward_graph::hand_out_live(const std::vector<at::Tensor>& live,

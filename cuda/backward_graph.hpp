@@ -2,7 +2,7 @@
 
 // One backward of one structure at one shape, as a CUDA graph.
 //
-// The graph is captured from a functional recording (engine/functional/)
+// The graph is captured from a functional recording (functional/)
 // whose lifted inputs are static buffers: the parameters themselves (their
 // addresses do not change in a training loop) and gradd-owned copies of
 // everything else. A replay points the graph at the large live inputs
@@ -14,14 +14,14 @@
 // captured as pieces, those nodes called live between them (Note
 // [Piecewise graphs]).
 
-#include "config/settings.hpp"
 #include "cuda/batched_copy.hpp"
 #include "cuda/bound_inputs.hpp"
 #include "cuda/graph_pool.hpp"
 #include "cuda/lent_gradients.hpp"
 #include "cuda/lift_alone.hpp"
-#include "engine/functional/graph.hpp"
-#include "engine/functional/recording.hpp"
+#include "functional/graph.hpp"
+#include "functional/recording.hpp"
+#include "gradd/settings.hpp"
 
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/core/StorageImpl.h>
@@ -52,7 +52,7 @@ struct expected_outputs;  // what a binding trial's outputs must be (input_bindi
 /// Destroying the request releases those saved variables (unless the
 /// backward was asked to retain its graph).
 struct capture_request {
-  capture_request(c10::cuda::CUDAStream stream, engine::functional::graph backward)
+  capture_request(c10::cuda::CUDAStream stream, functional::graph backward)
       : stream(stream), backward(std::move(backward)) {}
   ~capture_request();
   capture_request(const capture_request&) = delete;
@@ -65,7 +65,7 @@ struct capture_request {
   uint64_t shape = 0;      ///< the shape key of the backward
   c10::cuda::CUDAStream stream;  ///< the stream it ran and graphs replay on
   /// Its nodes (walk order) and node table; `root` keeps the nodes alive.
-  engine::functional::graph backward;
+  functional::graph backward;
   std::shared_ptr<torch::autograd::Node> root;
   std::shared_ptr<torch::autograd::GraphTask> task;  ///< its TLS and exec info
   std::shared_ptr<torch::dynamo::autograd::AutogradCompilerCall> lifted;
@@ -314,7 +314,7 @@ private:
   /// At capture: finds in `recording` the one node that reads each input
   /// an early launch reads live; false where one has none or several, or
   /// where more than max_live_holders nodes hold them.
-  bool find_live_holders(const engine::functional::recording& recording);
+  bool find_live_holders(const functional::recording& recording);
   /// At a replay of `live`, lifted from `backward`: finds each such input
   /// among its holder's tensors, or the root's (find_holder); false where
   /// one is in neither.
@@ -367,7 +367,7 @@ private:
   std::vector<cut> cuts_;  ///< in the order the recording calls them
   std::string cut_names_;
   /// Where there are cuts: what the rest of a backward runs eagerly from.
-  std::shared_ptr<const engine::functional::recording> recording_;
+  std::shared_ptr<const functional::recording> recording_;
   /// Where there are live ones: per leaf position, the event the graph
   /// records once that leaf's gradient is written (an external event
   /// node), and the stream the leaves are handed out on.

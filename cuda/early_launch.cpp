@@ -137,7 +137,7 @@ std::optional<std::vector<uint32_t>> path_from_head(const backward_nodes& backwa
 
 } // namespace
 
-bool backward_graph::find_live_holders(const engine::functional::recording& recording) {
+bool backward_graph::find_live_holders(const functional::recording& recording) {
   using compiler::op_kind;
   std::vector<uint32_t> nodes;
   for (uint32_t i = 0; i < inputs_.size(); ++i) {

@@ -1,6 +1,6 @@
 // Graphs launched before libtorch's engine prepared their backward, and
 // the backwards served from them there (see graph_path.hpp; Notes [Bets
-// before the engine] and [Bets before the walk], engine/detail/early_bet.hpp).
+// before the engine] and [Bets before the walk], engine/early_bet.hpp).
 
 #include "cuda/graph_cache.hpp"
 #include "cuda/graph_hit.hpp"

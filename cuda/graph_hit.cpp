@@ -13,7 +13,7 @@
 #include "cuda/graph_cache.hpp"
 #include "cuda/shape_key.hpp"
 #include "cuda/shape_probe.hpp"
-#include "engine/functional/graph.hpp"
+#include "functional/graph.hpp"
 
 #include <ATen/DeviceAccelerator.h>
 #include <torch/csrc/autograd/saved_variable.h>
@@ -30,7 +30,6 @@ namespace gradd::cuda {
 namespace {
 
 namespace ca = torch::dynamo::autograd;
-namespace functional = engine::functional;
 using torch::autograd::variable_list;
 
 /// After the first replay of `shape`'s graph: learns its probe's key

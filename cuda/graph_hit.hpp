@@ -5,8 +5,8 @@
 // libtorch's engine (graph_bets.cpp). Internal to cuda/.
 
 #include "compiler/ir.hpp"
-#include "config/settings.hpp"
 #include "cuda/backward_graph.hpp"
+#include "gradd/settings.hpp"
 
 #include <c10/core/Stream.h>
 #include <torch/csrc/autograd/function.h>

@@ -11,8 +11,8 @@
 #include "cuda/graph_cache.hpp"
 #include "cuda/graph_hit.hpp"
 #include "cuda/stream_actor.hpp"
-#include "engine/detail/plan_runner.hpp"
-#include "engine/functional/graph.hpp"
+#include "execute/plan_runner.hpp"
+#include "functional/graph.hpp"
 
 #include <ATen/cuda/CUDAEvent.h>
 #include <torch/csrc/autograd/graph_task.h>
@@ -25,7 +25,6 @@ namespace gradd::cuda {
 namespace {
 
 namespace ca = torch::dynamo::autograd;
-namespace functional = engine::functional;
 using torch::autograd::variable_list;
 
 hit_call hit_of(const graph_call& c) {
@@ -94,7 +93,7 @@ variable_list plan_then_capture(const graph_call& c,
   c.task.keep_graph_ = true;  // the request releases them once recorded
   // What the nodes the graph is cut at return is recorded as they ran
   // (Note [Piecewise graphs]).
-  engine::detail::output_tap tap;
+  execute::output_tap tap;
   for (uint32_t i = 0; i < c.table.nodes.size(); ++i)
     tap.wanted.push_back(c.nodes[i] ? functional::cut_at(c.table.nodes[i], *c.nodes[i])
                                     : functional::cut_at(c.table.nodes[i]));

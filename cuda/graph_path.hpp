@@ -1,13 +1,13 @@
 #pragma once
 
 // The CUDA graph path: what a plan hit on a CUDA device goes through before
-// its plan runs. It is the only part of cuda/ that engine/detail/ calls;
+// its plan runs. It is the only part of cuda/ that engine/ calls;
 // a build without the CUDA toolkit links graph_path_off.cpp instead, where
 // every backward stays on its plan.
 
 #include "compiler/ir.hpp"
-#include "config/settings.hpp"
-#include "engine/gradd.hpp"
+#include "gradd/settings.hpp"
+#include "gradd/statistics.hpp"
 
 #include <c10/core/Stream.h>
 #include <torch/csrc/autograd/edge.h>
@@ -25,14 +25,14 @@ struct GraphTask;
 struct Node;
 }
 
-namespace gradd::engine::detail {
+namespace gradd::execute {
 struct output_tap;
 }
 
 namespace gradd::cuda {
 
 /// A CUDA graph launched for a backward before libtorch's engine prepared
-/// it (Note [Bets before the engine], engine/detail/early_bet.hpp); the
+/// it (Note [Bets before the engine], engine/early_bet.hpp); the
 /// backward's graph path confirms it or lets it go (a lost bet).
 struct placed_bet;
 struct placed_bet_deleter {
@@ -55,7 +55,7 @@ early_bet bet_before_engine(uint64_t structure, const compiler::graph& table,
 /// Launches the graph that structure `structure` (its node table `table`)
 /// bets on, on `stream`, for a backward whose walk has not been made: of
 /// its nodes only `head`, the walk's first ones, are known (Note [Bets
-/// before the walk], engine/detail/early_bet.hpp). Null where nothing
+/// before the walk], engine/early_bet.hpp). Null where nothing
 /// launched: the bet needed a node beyond the head, or there was none.
 early_bet bet_before_walk(uint64_t structure, const compiler::graph& table,
                           const std::vector<torch::autograd::Node*>& head,
@@ -73,7 +73,7 @@ struct graph_call {
   const settings& config;
   /// Runs the structure's plan on this backward, handing the tap (if any)
   /// the outputs of the nodes it wants.
-  const std::function<void(engine::detail::output_tap*)>& run_plan;
+  const std::function<void(execute::output_tap*)>& run_plan;
   std::chrono::steady_clock::time_point entered;  ///< when the hook took the backward
   early_bet& bet;  ///< placed for this backward before the engine, or null; taken here
 };
@@ -111,7 +111,7 @@ struct bet_served {
 /// Serves a backward of `backward()` (no inputs=, no retain_graph) from the
 /// graph `bet` launched, if its lift confirms the bet: the structure's graph
 /// of its shape is that one (Note [Graph hits before the engine],
-/// engine/detail/early_bet.hpp). Takes the bet then. Nullopt otherwise,
+/// engine/early_bet.hpp). Takes the bet then. Nullopt otherwise,
 /// having changed nothing but the counters; the bet stays for the hook. A
 /// replay that finds its graph does not fit, or drops it (a parameter
 /// replaced, new arguments refused), takes the bet and gives nullopt too:
@@ -122,7 +122,7 @@ std::optional<bet_served> serve_bet(early_bet& bet, const bet_call& call);
 /// The gradient of ones a backward of `loss`, a 0-dim floating CUDA
 /// tensor, starts from: made once per thread, device and dtype, and handed
 /// to every such backward of that thread (Note [A seed made once],
-/// engine/detail/shared_seed.hpp). Undefined where the current stream is
+/// engine/shared_seed.hpp). Undefined where the current stream is
 /// capturing, and in a build without CUDA graphs.
 at::Tensor shared_seed(const at::Tensor& loss);
 

@@ -3,7 +3,7 @@
 #include "cuda/lift_alone.hpp"
 
 #include "cuda/shape_key.hpp"
-#include "engine/functional/graph.hpp"
+#include "functional/graph.hpp"
 
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
@@ -16,7 +16,7 @@ std::optional<lifted_alone> lift_alone(const backward_nodes& backward, uint32_t 
     return std::nullopt;  // not in a walk's head (Note [Bets before the walk])
   torch::dynamo::autograd::AutogradCompilerCall call(torch::dynamo::autograd::SizeInput::STATIC);
   try {
-    auto nodes = engine::functional::lift_node_hashed(call, *backward.nodes[node],
+    auto nodes = functional::lift_node_hashed(call, *backward.nodes[node],
                                                       backward.table.nodes[node]);
     auto key = shape_key(call, nodes);
     if (!key)

@@ -6,9 +6,9 @@
 #include "cuda/batched_copy.hpp"
 #include "cuda/graph_cache.hpp"
 #include "cuda/static_buffer.hpp"
-#include "engine/detail/stock_steps.hpp"
-#include "engine/functional/interpret.hpp"
-#include "engine/functional/steps.hpp"
+#include "execute/stock_steps.hpp"
+#include "functional/interpret.hpp"
+#include "functional/steps.hpp"
 
 #include <ATen/ops/from_blob.h>
 #include <c10/cuda/CUDAException.h>
@@ -19,14 +19,13 @@
 namespace gradd::cuda {
 
 using torch::autograd::variable_list;
-namespace functional = engine::functional;
 
 // Note [Piecewise graphs]
 // Hooks on activations, Python autograd.Functions (custom Functions,
 // reentrant checkpointing, module backward hooks) run host code between
 // node calls, where a graph has no place for it; attention with dropout
 // reads its seed on the host. Such a node (cut_at,
-// engine/functional/graph.cpp) is neither lifted nor recorded: the plan
+// functional/graph.cpp) is neither lifted nor recorded: the plan
 // run the capture is made from hands over what it returned, after its
 // hooks (output_tap), and the recording holds one call_node op returning
 // those tensors. The capture ends a graph at each such op and begins the
@@ -68,7 +67,7 @@ std::optional<variable_list> backward_graph::cross(cut& c, const backward_nodes&
   inputs.reserve(c.inputs.size());
   for (const auto& input : c.inputs)
     inputs.push_back(input ? copy_of(*input) : at::Tensor());
-  auto outputs = engine::detail::evaluate_alone(*backward.nodes[c.node], std::move(inputs), options.keep_graph);
+  auto outputs = execute::evaluate_alone(*backward.nodes[c.node], std::move(inputs), options.keep_graph);
   if (outputs.size() != c.outputs.size())
     return outputs;
   std::vector<copy_span> spans;
@@ -114,12 +113,12 @@ variable_list backward_graph::finish_eagerly(const cut& c, variable_list outputs
   rest.after_leaf = [&](size_t position, at::Tensor& gradient) {
     const auto& leaf = *by_position.at(position);
     if (leaf.live)
-      engine::detail::evaluate_alone(*backward.nodes[leaf.node], {std::move(gradient)}, options.keep_graph);
+      execute::evaluate_alone(*backward.nodes[leaf.node], {std::move(gradient)}, options.keep_graph);
     else if (gradient.defined())
       functional::accumulate_into_grad(live[leaf.leaf], std::move(gradient));
   };
   rest.call_node = [&](uint32_t at, variable_list inputs, const std::vector<at::Tensor>&) {
-    return engine::detail::evaluate_alone(*backward.nodes[recording_->ir.ops[at].node], std::move(inputs),
+    return execute::evaluate_alone(*backward.nodes[recording_->ir.ops[at].node], std::move(inputs),
                           options.keep_graph);
   };
   return functional::interpret_rest(*recording_, backward.nodes, live, rest, c.op + 1,

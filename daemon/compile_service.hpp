@@ -10,7 +10,7 @@
 // compiles run on a TBB arena; the actor only keeps the books.
 
 #include "actors/daemon_protocol.hpp"
-#include "config/settings.hpp"
+#include "gradd/settings.hpp"
 
 #include <caf/actor_addr.hpp>
 #include <caf/allowed_unsafe_message_type.hpp>

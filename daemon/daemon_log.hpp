@@ -5,7 +5,7 @@
 //
 //   {"time":"2026-12-01T06:00:00.123Z","level":"info","event":"compiled","key":"9f..","ms":1.2}
 
-#include "config/settings.hpp"
+#include "gradd/settings.hpp"
 
 #include <initializer_list>
 #include <string>

@@ -8,8 +8,8 @@
 #include "actors/type_ids.hpp"
 #include "actors/wire_client.hpp"
 #include "config/daemon_address.hpp"
-#include "config/loader.hpp"
 #include "config/token_file.hpp"
+#include "gradd/policy.hpp"
 
 #include <caf/all.hpp>
 

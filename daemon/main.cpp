@@ -21,7 +21,6 @@
 #include "actors/type_ids.hpp"
 #include "actors/wire_client.hpp"
 #include "config/daemon_address.hpp"
-#include "config/loader.hpp"
 #include "config/token_file.hpp"
 #include "config/usable.hpp"
 #include "daemon/compile_service.hpp"
@@ -29,6 +28,7 @@
 #include "daemon/launch.hpp"
 #include "daemon/status_text.hpp"
 #include "daemon/wire_server.hpp"
+#include "gradd/policy.hpp"
 
 #include <caf/all.hpp>
 #include <oneapi/tbb/global_control.h>

@@ -1,13 +1,14 @@
 // The in-process API: enabling, guards, statistics.
 
-#include "engine/gradd.hpp"
+#include "gradd/gradd.hpp"
 
 #include "config/log.hpp"
 #include "config/usable.hpp"
+#include "cuda/capture_gate.hpp"
 #include "cuda/graph_path.hpp"
-#include "engine/detail/current_node.hpp"
-#include "engine/detail/engine_state.hpp"
-#include "engine/detail/lifecycle.hpp"
+#include "engine/engine_state.hpp"
+#include "engine/lifecycle.hpp"
+#include "execute/current_node.hpp"
 
 #include <mutex>
 #include <ostream>
@@ -17,18 +18,18 @@ namespace gradd {
 
 namespace {
 
-using engine::detail::change_mode;
-using engine::detail::close_scope;
-using engine::detail::engine_mode;
-using engine::detail::engine_state;
-using engine::detail::open_scope;
+using engine::change_mode;
+using engine::close_scope;
+using engine::engine_mode;
+using engine::engine_state;
+using engine::open_scope;
 
 /// `config`, shared, once check_usable found it usable.
 std::shared_ptr<const settings> usable(const settings& config) {
   check_usable(config);
   static std::once_flag told;
   std::call_once(told, [&] {
-    if (!engine::detail::current_node_reachable())
+    if (!execute::current_node_reachable())
       log(config.logging.level, log_level::warning,
           "this libtorch's current autograd node cannot be set: code run by nodes that "
           "plans run sees the caller's (torch._C._current_autograd_node)");
@@ -136,7 +137,7 @@ void disable() {
 }
 
 bool is_enabled() noexcept {
-  return engine::detail::hook_installed();
+  return engine::hook_installed();
 }
 
 void reset() {
@@ -165,6 +166,10 @@ std::vector<graph_statistics> graph_stats() {
 
 bool wait_for_compiles(std::chrono::milliseconds timeout) {
   return engine_state::instance().wait_idle(timeout);
+}
+
+void synchronize_device() {
+  cuda::synchronize_after_captures();
 }
 
 enable_guard::enable_guard(const settings& config)

@@ -10,12 +10,8 @@
 // Prints each compile event, the training loss beside the stock engine's,
 // and the service's statistics; exits 1 if a loss differs.
 
-#include "actors/actor_system.hpp"
-#include "actors/daemon_link.hpp"
-#include "actors/daemon_protocol.hpp"
-#include "actors/type_ids.hpp"
-#include "daemon/compile_service.hpp"
-#include "engine/gradd.hpp"
+#include "daemon/host_api.hpp"
+#include "gradd/gradd.hpp"
 
 #include <caf/all.hpp>
 #include <oneapi/tbb/task_arena.h>

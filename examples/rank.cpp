@@ -21,7 +21,7 @@
 // Exit status: 0 when every gradient equalled the stock engine's, 1 if one
 // did not, 2 for bad arguments.
 
-#include "engine/gradd.hpp"
+#include "gradd/gradd.hpp"
 
 #include <torch/torch.h>
 

@@ -5,8 +5,8 @@
 // Adam. Each step runs the stock engine's loop, then gradd's; the
 // program prints both losses and exits non-zero if they ever differ.
 
-#include "engine/gradd.hpp"
 #include "examples/models.hpp"
+#include "gradd/gradd.hpp"
 
 #include <torch/torch.h>
 

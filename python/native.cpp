@@ -1,13 +1,11 @@
-// gradd._native: the C++ API of engine/gradd.hpp for Python processes.
+// gradd._native: the C++ API of gradd/gradd.hpp for Python processes.
 //
 // Every call that may wait (enable, disable, scopes, reset, waiting for
 // compiles) lets go of the GIL first: gradd's own threads never need it, but
 // a backward on another Python thread may be holding a node that does.
 
-#include "config/loader.hpp"
-#include "cuda/capture_gate.hpp"
-#include "engine/detail/entry_gate.hpp"
-#include "engine/gradd.hpp"
+#include "gradd/gradd.hpp"
+#include "gradd/interpreter.hpp"
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -79,7 +77,7 @@ gradd::settings settings_from(const std::optional<std::string>& config) {
 } // namespace
 
 PYBIND11_MODULE(_native, m) {
-  m.doc() = "gradd's C++ engine (engine/gradd.hpp); use the `gradd` package.";
+  m.doc() = "gradd's C++ engine (gradd/gradd.hpp); use the `gradd` package.";
   py::register_exception<gradd::config_error>(m, "config_error", PyExc_ValueError);
 
   m.def("enable", [](const std::optional<std::string>& config) {
@@ -108,18 +106,17 @@ PYBIND11_MODULE(_native, m) {
     return gradd::wait_for_compiles(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
   }, py::arg("timeout_s") = 30.0);
 
-  // Note [Concurrent backwards and libtorch's re-entrancy check]
-  // (engine/detail/entry_gate.hpp): Python backwards take the gate here.
+  // PyTorch's Python engine stays the default one: Python backwards take
+  // gradd's gate here (gradd/interpreter.hpp).
   m.def("enter_gate", [] {
     py::gil_scoped_release released;  // its holder may need the GIL to get to the hook
-    return gradd::engine::detail::enter_entry_gate();
+    return gradd::enter_backward_gate();
   });
-  m.def("leave_gate", &gradd::engine::detail::leave_entry_gate);
+  m.def("leave_gate", &gradd::leave_backward_gate);
 
-  // Note [Device synchronizes during captures] (cuda/capture_gate.hpp).
   m.def("synchronize_device", [] {
     py::gil_scoped_release released;  // a capture may run a Python node
-    gradd::cuda::synchronize_after_captures();
+    gradd::synchronize_device();
   });
 
   py::class_<scope<gradd::enable_guard>>(m, "EnableScope")

@@ -7,7 +7,7 @@
 // step on a plan serves gradd's backward. Exits non-zero if a gradient
 // differs or no backward ran on a plan.
 
-#include "engine/gradd.hpp"
+#include "gradd/gradd.hpp"
 
 #include <torch/torch.h>
 

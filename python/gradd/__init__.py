@@ -59,7 +59,7 @@ _guard_compiled_autograd_setter()
 
 
 # Note [Concurrent backwards and libtorch's re-entrancy check]
-# (engine/detail/entry_gate.hpp): libtorch's compiled-autograd entry throws
+# (engine/entry_gate.hpp): libtorch's compiled-autograd entry throws
 # when two threads pass it at once. In C++ gradd's default engine holds a
 # gate across it; here PyTorch's engine stays the default, so every Python
 # backward takes that gate around its engine call, and gradd's hook lets

@@ -12,7 +12,7 @@
 #include "actors/registry_actor.hpp"
 #include "actors/type_ids.hpp"
 #include "bench/node_tables.hpp"
-#include "engine/detail/table_sink.hpp"
+#include "engine/table_sink.hpp"
 
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
@@ -23,11 +23,11 @@
 namespace {
 
 using namespace gradd::actors;
-using gradd::engine::detail::graph_record;
+using gradd::engine::graph_record;
 using gradd::graph_state;
-using gradd::engine::detail::plan_table;
-using gradd::engine::detail::structural_key;
-using gradd::engine::detail::table_sink;
+using gradd::engine::plan_table;
+using gradd::capture::structural_key;
+using gradd::engine::table_sink;
 
 struct testing_config : caf::actor_system_config {
   testing_config() {

@@ -5,9 +5,9 @@
 // Each default is applied to settings whose every field is set otherwise,
 // so a default that parses to another value, or into another field, shows.
 
-#include "config/loader.hpp"
 #include "config/policy_files.hpp"
 #include "config/schema.hpp"
+#include "gradd/policy.hpp"
 
 #include <yaml-cpp/yaml.h>
 

@@ -2,10 +2,10 @@
 // features and file kinds. Each is a config_error naming file, line and key;
 // nothing else escapes load_settings, and nothing blocks.
 
-#include "config/loader.hpp"
-#include "config/policy_file.hpp"
 #include "config/hostile_policies.hpp"
+#include "config/policy_file.hpp"
 #include "config/policy_files.hpp"
+#include "gradd/policy.hpp"
 
 #include <catch2/catch.hpp>
 

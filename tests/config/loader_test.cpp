@@ -1,8 +1,8 @@
 // Policy files: every key, good and bad values, and what an error names.
 // The defaults are held to settings{} in defaults_test.cpp.
 
-#include "config/loader.hpp"
 #include "config/policy_files.hpp"
+#include "gradd/policy.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -2,9 +2,9 @@
 // cannot write in is a config_error naming the key and where the settings
 // came from.
 
-#include "config/loader.hpp"
 #include "config/policy_files.hpp"
 #include "config/usable.hpp"
+#include "gradd/policy.hpp"
 
 #include <catch2/catch.hpp>
 

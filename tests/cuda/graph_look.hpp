@@ -6,8 +6,8 @@
 // every device, so these run on CPU tensors.
 
 #include "cuda/lift_alone.hpp"
-#include "engine/functional/graph.hpp"
-#include "engine/functional_hooks.hpp"
+#include "functional/functional_hooks.hpp"
+#include "functional/graph.hpp"
 
 #include <torch/torch.h>
 
@@ -25,7 +25,7 @@ inline void look_at_graph(const std::function<void()>& backward,
                       const torch::autograd::GraphTask& task, bool accumulate_grad,
                       const torch::autograd::edge_list& outputs) {
     at::NoGradGuard no_grad;  // as gradd's hook reads a graph
-    auto g = engine::functional::read_graph(root, task, accumulate_grad, outputs);
+    auto g = functional::read_graph(root, task, accumulate_grad, outputs);
     current(cuda::backward_nodes{g.walk.nodes, g.ir});
     return torch::autograd::variable_list(outputs.size());
   });

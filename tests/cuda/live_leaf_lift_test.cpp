@@ -5,8 +5,8 @@
 // device, so this runs on CPU tensors (graph_look.hpp). And the reason a
 // structure with hooks elsewhere stays on plans.
 
-#include "cuda/graph_look.hpp"
 #include "cuda/graph_hit.hpp"
+#include "cuda/graph_look.hpp"
 #include "cuda/shape_key.hpp"
 
 #include <catch2/catch.hpp>
@@ -27,7 +27,7 @@ namespace ca = torch::dynamo::autograd;
 std::pair<std::optional<uint64_t>, size_t> lift(const backward_nodes& b,
                                                 const gradd::compiler::graph& table) {
   ca::AutogradCompilerCall call(ca::SizeInput::STATIC);
-  auto nodes = gradd::engine::functional::lift_nodes_hashed(call, b.nodes, table);
+  auto nodes = gradd::functional::lift_nodes_hashed(call, b.nodes, table);
   return {gradd::cuda::shape_key(call, nodes), call.tensor_args.inputs.size()};
 }
 

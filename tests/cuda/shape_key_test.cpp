@@ -42,7 +42,7 @@ lift_of_scaled lift_scaled_by(const Tensor& scale) {
                   looked = true;
                   namespace ca = torch::dynamo::autograd;
                   ca::AutogradCompilerCall call(ca::SizeInput::STATIC);
-                  auto nodes = gradd::engine::functional::lift_nodes_hashed(call, b.nodes, b.table);
+                  auto nodes = gradd::functional::lift_nodes_hashed(call, b.nodes, b.table);
                   out.key = gradd::cuda::shape_key(call, nodes);
                   for (const auto& t : call.tensor_args.inputs)
                     out.wrapped += gradd::cuda::wrapped_scalar(t);

@@ -1,5 +1,5 @@
 // The seed a C++ backward() starts from, made once (Note [A seed made
-// once], engine/detail/shared_seed.hpp): a graph hit before the engine
+// once], engine/shared_seed.hpp): a graph hit before the engine
 // allocates nothing for it, and no backward that another path serves can
 // see or change it.
 

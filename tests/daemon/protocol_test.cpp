@@ -12,7 +12,7 @@
 #include "config/daemon_address.hpp"
 #include "config/token_file.hpp"
 #include "daemon/test_daemon.hpp"
-#include "engine/gradd.hpp"
+#include "gradd/gradd.hpp"
 
 #include <caf/all.hpp>
 #include <torch/version.h>

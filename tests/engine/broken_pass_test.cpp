@@ -60,10 +60,10 @@ TEST_CASE("a pass that breaks the graph fails its compile; the stock engine serv
   SECTION("never_retry: one compile, then the stock engine for good") {
     gradd::reset();
     gradd::enable_guard on{breaking(gradd::compile_error_policy::never_retry)};
-    auto runs_before = gradd::engine::detail::plan_trace_of_this_thread().runs;
+    auto runs_before = gradd::execute::plan_trace_of_this_thread().runs;
     for (int i = 0; i < 3; ++i)
       gradd::test::require_bitwise_equal(expected, step());
-    CHECK(gradd::engine::detail::plan_trace_of_this_thread().runs == runs_before);
+    CHECK(gradd::execute::plan_trace_of_this_thread().runs == runs_before);
     auto s = gradd::stats();
     CHECK(s.compiles == 1);
     CHECK(s.plan_backwards == 0);

@@ -1,15 +1,15 @@
-// Note [Bets before the engine] (engine/detail/early_bet.hpp): the hook
+// Note [Bets before the engine] (engine/early_bet.hpp): the hook
 // takes the walk made before Engine::execute only for the backward it was
 // made for.
 
-#include "engine/detail/early_bet.hpp"
-#include "engine/detail/engine_state.hpp"
+#include "engine/early_bet.hpp"
+#include "engine/engine_state.hpp"
 
 #include <catch2/catch.hpp>
 #include <torch/csrc/autograd/functions/basic_ops.h>
 #include <torch/torch.h>
 
-using namespace gradd::engine::detail;
+using namespace gradd::engine;
 
 TEST_CASE("the hook adopts a walk made before the engine only from its root edges",
           "[engine][early_bet]") {
@@ -23,7 +23,7 @@ TEST_CASE("the hook adopts a walk made before the engine only from its root edge
   auto policy = engine_state::instance().current_policy();
   early_bet_scope scope(edges_of(mine), seed, /*keep_graph=*/false, /*create_graph=*/false,
                         /*accumulate_grad=*/true, {});
-  graph_walk walk;
+  gradd::capture::graph_walk walk;
 
   SECTION("the GraphRoot Engine::execute makes of the same edges: adopted, with that root") {
     torch::autograd::GraphRoot root(edges_of(mine), seed);

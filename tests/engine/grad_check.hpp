@@ -3,8 +3,8 @@
 // Helpers that run one backward on the stock engine and under gradd and
 // compare what they produced, bitwise.
 
-#include "engine/detail/plan_trace.hpp"
-#include "engine/gradd.hpp"
+#include "execute/plan_trace.hpp"
+#include "gradd/gradd.hpp"
 
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
@@ -198,7 +198,7 @@ inline statistics check_against_stock(
     INFO("gradd run " << r);
     set_grads(leaves, initial);
     std::vector<torch::Tensor> result;
-    auto trace_before = engine::detail::plan_trace_of_this_thread();
+    auto trace_before = gradd::execute::plan_trace_of_this_thread();
     auto before = stats();
     {
       enable_guard on{policy               ? *policy
@@ -210,7 +210,7 @@ inline statistics check_against_stock(
     auto after = stats();
     auto by_graphs = after.graph_backwards - before.graph_backwards;
     // Who served it, as the trace shows, not only as the statistics say.
-    const auto& trace = engine::detail::plan_trace_of_this_thread();
+    const auto& trace = gradd::execute::plan_trace_of_this_thread();
     if (expected == served_by::plan && by_graphs == 0) {
       REQUIRE(trace.runs > trace_before.runs);
       REQUIRE(trace.node_calls > trace_before.node_calls);

@@ -3,8 +3,8 @@
 // gradd, in sync and async mode, as on the stock engine, from every kind of
 // callback a backward calls.
 
-#include "engine/detail/current_node.hpp"
 #include "engine/grad_check.hpp"
+#include "execute/current_node.hpp"
 
 #include <c10/core/AutogradState.h>
 #include <torch/csrc/autograd/function_hook.h>
@@ -180,5 +180,5 @@ TEST_CASE("callbacks see the stock engine's current node and graph task", "[engi
 }
 
 TEST_CASE("the current node can be set on this libtorch", "[engine][hooks]") {
-  CHECK(gradd::engine::detail::current_node_reachable());
+  CHECK(gradd::execute::current_node_reachable());
 }

@@ -138,9 +138,9 @@ TEST_CASE("hooks added after a plan compiled run as on the stock engine", "[engi
   std::vector<std::string> ignored;
   step(0, ignored);  // the hook-free structure compiles first
   std::vector<std::string> log;
-  auto trace_before = gradd::engine::detail::plan_trace_of_this_thread().runs;
+  auto trace_before = gradd::execute::plan_trace_of_this_thread().runs;
   auto got = step(1, log);
-  CHECK(gradd::engine::detail::plan_trace_of_this_thread().runs == trace_before + 1);
+  CHECK(gradd::execute::plan_trace_of_this_thread().runs == trace_before + 1);
   CHECK(log == stock_log);
   gradd::test::require_bitwise_equal(stock, got);
   CHECK(gradd::stats().cache_misses == 2);  // hooks are part of the structure

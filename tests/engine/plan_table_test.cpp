@@ -1,6 +1,6 @@
 // The registry's bookkeeping: states, retries, LRU eviction.
 
-#include "engine/detail/plan_table.hpp"
+#include "engine/plan_table.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -8,7 +8,8 @@
 
 namespace {
 
-using namespace gradd::engine::detail;
+using namespace gradd::engine;
+using gradd::capture::structural_key;
 using clock_type = std::chrono::steady_clock;
 
 structural_key key_of(uint64_t word) {

@@ -17,7 +17,7 @@
 
 namespace {
 
-using gradd::engine::detail::plan_trace_of_this_thread;
+using gradd::execute::plan_trace_of_this_thread;
 using torch::Tensor;
 
 /// Plans run to the end on this thread so far.

@@ -8,10 +8,10 @@
 // depends on the order they are added in. Each runs once per engine on the
 // same leaves and constants.
 
-#include "engine/functional/passes.hpp"
-#include "engine/functional_hooks.hpp"
 #include "engine/grad_check.hpp"
 #include "engine/random_program.hpp"
+#include "functional/functional_hooks.hpp"
+#include "functional/passes.hpp"
 #include "watchdog.hpp"
 
 #include <stdlib.h>
@@ -94,7 +94,7 @@ void check_functional(torch::Device device, const program& p, uint32_t seed) {
     const char* run_kind = data == 0 ? "capture" : data == 1 ? "replay" : "after passes";
     INFO("data seed " << data << " (" << run_kind << ")");
     if (data == 2)
-      gradd::engine::functional::run_passes(*last_recording(), "default,gradient_ready_schedule");
+      gradd::functional::run_passes(*last_recording(), "default,gradient_ready_schedule");
     program_inputs drawn(p, 1000 + seed * 10 + data, options);
     inputs.permutation = drawn.permutation;
     inputs.mask = drawn.mask;

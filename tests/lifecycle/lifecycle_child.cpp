@@ -9,7 +9,7 @@
 // time it took and what was printed), 2 for an unknown scenario, 3 for the
 // `exit()` scenario.
 
-#include "engine/gradd.hpp"
+#include "gradd/gradd.hpp"
 
 #include <torch/torch.h>
 
