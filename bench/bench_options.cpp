@@ -25,6 +25,7 @@ const char* const usage =
     "                   [--warmup W] [--config FILE] [--structures {fixed,sweep}]\n"
     "                   [--shapes {fixed,sweep}] [--dump-ir DIR] [--grad-ready-times]\n"
     "                   [--trace FILE] [--deterministic] [--step-times] [--create-graph]\n"
+    "                   [--memory-snapshot PREFIX]\n"
     "A flag's value follows it (--iters 50) or an '=' (--iters=50); each flag once.\n"
     "Without --config the policy comes from $GRADD_CONFIG, or is the default one.\n";
 
@@ -32,7 +33,7 @@ const char* const usage =
 const std::vector<std::string> value_flags{"--model",   "--device", "--mode",
                                            "--iters",   "--warmup", "--config",
                                            "--structures", "--shapes", "--dump-ir",
-                                           "--trace"};
+                                           "--trace", "--memory-snapshot"};
 /// The flags that take none.
 const std::vector<std::string> switch_flags{"--grad-ready-times", "--deterministic",
                                             "--step-times", "--create-graph"};
@@ -132,6 +133,7 @@ options parse(int argc, char** argv) {
   o.step_times = given.count("--step-times") > 0;
   o.create_graph = given.count("--create-graph") > 0;
   o.trace = value("--trace", "");
+  o.memory_snapshot = value("--memory-snapshot", "");
   require_choice("--model", o.model, gradd::models::model_names());
   require_choice("--device", o.device, {"cpu", "cuda"});
   require_choice("--mode", o.mode, {"eager", "gradd", "both"});

@@ -22,6 +22,7 @@ struct options {
   bool grad_ready_times = false;
   bool deterministic = false;  ///< cuDNN's deterministic algorithms for the whole run
   std::string trace;  ///< --trace's file, or empty
+  std::string memory_snapshot;  ///< --memory-snapshot's prefix, or empty
   bool step_times = false;  ///< each timed step's time, and each shape's floor
   bool create_graph = false;  ///< gradient-penalty steps (penalize_gradients)
 };

@@ -71,6 +71,10 @@
 // `first_rounds` rounds, the engines taking turns at going first, and
 // reports the medians (`first_median_ms`, `eager_first_median_ms`) and
 // their ratio (`first_median_ratio`).
+// `--memory-snapshot PREFIX` (with the step measurement) records each CUDA
+// allocation's C++ stack and writes the allocator's snapshot after each
+// engine's training step, to PREFIX-stock.pickle and PREFIX-gradd.pickle
+// (scripts/memory_snapshot_diff.py says what gradd's holds beyond).
 // `--create-graph` makes every step a gradient-penalty step: the loss's
 // gradients with create_graph=true, then the backward of the loss plus
 // their squared norm, both timed as the step's backward (no floor: it is
@@ -80,6 +84,7 @@
 #include "bench/bench_options.hpp"
 #include "bench/gradient_diff.hpp"
 #include "bench/kernel_trace.hpp"
+#include "bench/memory_snapshot.hpp"
 #include "bench/peak_memory.hpp"
 #include "bench/timed_backward.hpp"
 #include "examples/models.hpp"
@@ -252,8 +257,13 @@ int run(const options& o) {
   // pools the process would count for it too.
   bool measures_steps = device.is_cuda() && o.mode == "both" && !o.create_graph;
   gradd::measure::device_peaks eager_step;
+  bool snapshots = measures_steps && !o.memory_snapshot.empty();
+  if (snapshots)
+    gradd::measure::record_allocation_stacks();
   if (measures_steps)
     eager_step = training_step_peaks(*model, 0, false, device);
+  if (snapshots)
+    gradd::measure::write_memory_snapshot(o.memory_snapshot + "-stock.pickle");
   double first_ms = step(0, run_gradd).ms;
   // The stock engine's first backward of this structure and shape, CUDA
   // warmed up as for gradd's: what a new structure's first_ms is held to.
@@ -384,6 +394,8 @@ int run(const options& o) {
                 graph_stats.graph_bound_bytes / 1e6);
     if (measures_steps) {
       auto ours = training_step_peaks(*model, o.warmup + o.iters, true, device);
+      if (snapshots)
+        gradd::measure::write_memory_snapshot(o.memory_snapshot + "-gradd.pickle");
       std::printf(", \"step_peak_ratio\": %.4f, \"step_reserved_ratio\": %.4f, "
                   "\"step_peak_mb\": %.1f, \"eager_step_peak_mb\": %.1f, "
                   "\"step_reserved_mb\": %.1f, \"eager_step_reserved_mb\": %.1f",
