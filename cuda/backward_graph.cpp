@@ -252,7 +252,9 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
     return *std::find_if(g->cuts_.begin(), g->cuts_.end(), [at](const cut& c) { return c.op == at; });
   };
 
-  functional::interpret_options options{functional::leaf_gradients::collect, side.unwrap()};
+  functional::interpret_options options;
+  options.leaves = functional::leaf_gradients::collect;
+  options.stream = side.unwrap();
   options.call_node = [&](uint32_t at, variable_list, const std::vector<at::Tensor>&) {
     return cut_of(at).outputs;
   };

@@ -109,7 +109,9 @@ variable_list backward_graph::finish_eagerly(const cut& c, variable_list outputs
   std::vector<const leaf_gradient*> by_position(leaves_.size());
   for (const auto& leaf : leaves_)
     by_position[leaf.position] = &leaf;
-  functional::interpret_options rest{functional::leaf_gradients::collect, stream.unwrap()};
+  functional::interpret_options rest;
+  rest.leaves = functional::leaf_gradients::collect;
+  rest.stream = stream.unwrap();
   rest.after_leaf = [&](size_t position, at::Tensor& gradient) {
     const auto& leaf = *by_position.at(position);
     if (leaf.live)
