@@ -72,9 +72,10 @@
 // reports the medians (`first_median_ms`, `eager_first_median_ms`) and
 // their ratio (`first_median_ratio`).
 // `--memory-snapshot PREFIX` (with the step measurement) records each CUDA
-// allocation's C++ stack and writes the allocator's snapshot after each
-// engine's training step, to PREFIX-stock.pickle and PREFIX-gradd.pickle
-// (scripts/memory_snapshot_diff.py says what gradd's holds beyond).
+// allocation and free with its C++ stack during each engine's training
+// steps and writes the allocator's snapshot after them, to
+// PREFIX-stock.pickle and PREFIX-gradd.pickle
+// (scripts/memory_snapshot_diff.py says what gradd's peak holds beyond).
 // `--create-graph` makes every step a gradient-penalty step: the loss's
 // gradients with create_graph=true, then the backward of the loss plus
 // their squared norm, both timed as the step's backward (no floor: it is
@@ -393,6 +394,8 @@ int run(const options& o) {
                 eager_peak / 1e6, eager_working_set / 1e6, graph_bytes / 1e6,
                 graph_stats.graph_bound_bytes / 1e6);
     if (measures_steps) {
+      if (snapshots)
+        gradd::measure::record_allocation_stacks();
       auto ours = training_step_peaks(*model, o.warmup + o.iters, true, device);
       if (snapshots)
         gradd::measure::write_memory_snapshot(o.memory_snapshot + "-gradd.pickle");

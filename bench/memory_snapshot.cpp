@@ -13,9 +13,9 @@ namespace gradd::measure {
 
 void record_allocation_stacks() {
   torch::cuda::_record_memory_history(/*enabled=*/true, /*record_context=*/true,
-                                      /*trace_alloc_max_entries=*/1,
-                                      /*trace_alloc_record_context=*/false,
-                                      /*record_cpp_context=*/true);
+                                      /*trace_alloc_max_entries=*/1000000,
+                                      /*trace_alloc_record_context=*/true,
+                                      /*record_cpp_context=*/true, /*clearHistory=*/true);
 }
 
 void write_memory_snapshot(const std::string& path) {
