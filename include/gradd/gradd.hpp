@@ -73,7 +73,8 @@ bool wait_for_compiles(std::chrono::milliseconds timeout = std::chrono::seconds(
 /// once no CUDA graph capture of gradd's is in flight: a device synchronize
 /// during a capture would fail (Note [Device synchronizes during captures],
 /// cuda/capture_gate.hpp). A program linked with libgradd ahead of libtorch
-/// gets this for every device synchronize; others call it.
+/// gets this for every device synchronize; others call it. Without a CUDA
+/// device it raises as torch::cuda::synchronize does (c10::Error).
 void synchronize_device();
 
 /// Enables gradd for a scope, as PyTorch's compiled_autograd._enable; when

@@ -350,3 +350,15 @@ TEST_CASE("plans survive a policy change unless its passes differ", "[engine][ap
   CHECK(s.plan_backwards == 3);
   CHECK(s.plans == 2);
 }
+
+TEST_CASE("synchronize_device synchronizes as torch::cuda::synchronize does", "[engine][api]") {
+  if (torch::cuda::is_available()) {
+    auto x = torch::ones({1 << 20}, torch::kCUDA) * 2;
+    gradd::synchronize_device();
+    CHECK(x.sum().item<double>() == 2.0 * (1 << 20));
+  } else {
+    // No device to synchronize: the error torch::cuda::synchronize raises.
+    CHECK_THROWS_AS(torch::cuda::synchronize(), c10::Error);
+    CHECK_THROWS_AS(gradd::synchronize_device(), c10::Error);
+  }
+}
