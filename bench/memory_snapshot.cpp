@@ -27,12 +27,20 @@ void write_memory_snapshot(const std::string& path) {
 
 #else
 
-void record_allocation_stacks() {
+namespace {
+
+[[noreturn]] void needs_cuda() {
   throw std::runtime_error("memory snapshots need a build with the CUDA toolkit");
 }
 
+} // namespace
+
+void record_allocation_stacks() {
+  needs_cuda();
+}
+
 void write_memory_snapshot(const std::string&) {
-  record_allocation_stacks();
+  needs_cuda();
 }
 
 #endif

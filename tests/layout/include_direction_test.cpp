@@ -49,10 +49,9 @@ const std::set<std::pair<std::string, std::string>> exceptions = {
 /// The folder (layer) a path in the tree belongs to; include/gradd/ is
 /// "gradd".
 std::string layer_of(const std::string& path) {
-  auto folder = path.substr(0, path.find('/'));
-  if (folder == "include")
-    return path.substr(8, path.find('/', 8) - 8);
-  return folder;
+  const std::string public_headers = "include/";
+  auto start = path.rfind(public_headers, 0) == 0 ? public_headers.size() : 0;
+  return path.substr(start, path.find('/', start) - start);
 }
 
 /// Every `#include "folder/..."` of `root`'s sources that runs up a layer or
