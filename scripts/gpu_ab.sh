@@ -9,7 +9,8 @@
 #          scripts/gpu_prebuilt.sh pack .deps/new    (B, the change)
 #   there: scripts/gpu_prebuilt.sh run scripts/gpu_ab.sh .deps/bin .deps/new [ROUNDS] [MODEL...]
 # ROUNDS defaults to 1, MODEL to every gradd-bench model; DEVICE (cuda)
-# and ITERS (100) may be set in the environment.
+# and ITERS (100) may be set in the environment. Both builds run with CUDA
+# graphs on, spelled out for builds from before they were the default.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: scripts/gpu_ab.sh DIR_A DIR_B [ROUNDS] [MODEL...]" >&2; exit 2; }
@@ -18,6 +19,7 @@ shift $(($# < 3 ? $# : 3))
 models=${*:-mlp deep-mlp convnet lstm transformer wide-mlp encoder resnet18}
 out=${OUT:-gpu-out}
 mkdir -p "$out"
+printf 'cuda_graphs:\n  enabled: true\n' > "$out/graphs_on.yaml"
 # Runs build $1 (A or B) from its folder's gradd-bench (its own libgradd.so
 # first) on round $2, model $3, shapes $4.
 one() {
@@ -25,7 +27,7 @@ one() {
   dir=$([ "$build" = A ] && echo "$a" || echo "$b")
   local args="--model $model --shapes $shapes"
   line=$(LD_LIBRARY_PATH=$dir:${LD_LIBRARY_PATH:-} timeout 120 "$dir/gradd-bench" $args \
-           --device "${DEVICE:-cuda}" --mode both --config config/cuda_graphs.yaml \
+           --device "${DEVICE:-cuda}" --mode both --config "$out/graphs_on.yaml" \
            --iters "${ITERS:-100}" --warmup 10 2>>"$out/ab.err") \
     || { echo "gradd: $dir $args failed" >&2; return; }
   echo "{\"build\": \"$build\", \"commit\": \"$(cat "$dir/COMMIT" 2>/dev/null)\", \"round\": $round, \"args\": \"$args\", ${line#\{}" >> "$out/ab.jsonl"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine): the README's benchmark table, every model
-# with fixed and swept shapes under config/cuda_graphs.yaml, ROUNDS times
+# with fixed and swept shapes under the default policy (graphs on), ROUNDS times
 # (models interleaved, so a slow hour spreads over all of them). Each JSON
 # line gets its round and arguments; lines go to $OUT/bench.jsonl.
 #   usage: scripts/gpu_bench.sh [BENCH] [ROUNDS]
@@ -16,7 +16,7 @@ for round in $(seq "$rounds"); do
   for model in mlp deep-mlp convnet lstm transformer wide-mlp encoder resnet18; do
     for shapes in fixed sweep; do
       args="--model $model --shapes $shapes"
-      line=$(timeout 120 "$bench" $args --device cuda --mode both --config config/cuda_graphs.yaml \
+      line=$(timeout 120 "$bench" $args --device cuda --mode both \
                --iters 100 --warmup 10 2>>"$out/bench.err") || { echo "gradd: $args failed" >&2; continue; }
       echo "{\"round\": $round, \"args\": \"$args\", ${line#\{}" >> "$out/bench.jsonl"
     done

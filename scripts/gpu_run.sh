@@ -22,7 +22,7 @@ for config in config/gradd.example.yaml config/gradient_ready.yaml; do
 done | tee -a "$out/bench.jsonl"
 build-gpu/gradd-bench --model deep-mlp --device cpu --mode both | tee -a "$out/bench.jsonl"
 for model in mlp hooked transformer resnet18; do
-  for config in "" config/cuda_graphs.yaml; do
+  for config in config/plans_only.yaml ""; do
     python3 -m gradd.bench --model "$model" --device cuda --mode both --iters 200 --warmup 20 ${config:+--config "$config"}
   done
 done | tee "$out/pybench.jsonl"

@@ -82,7 +82,7 @@ struct settings {
     }
   } passes;
   struct cuda_graphs_section {
-    bool enabled = false;        ///< serve CUDA backwards from CUDA graphs where the policy allows (opt in)
+    bool enabled = true;         ///< serve CUDA backwards from CUDA graphs where the policy allows
     graph_shape_policy mode = graph_shape_policy::auto_shapes;
     uint32_t max_graphs = 8;     ///< per structure; the least recently used one goes first
     uint32_t dynamic_after = 16; ///< auto: shapes seen before a structure stays on plans

@@ -4,7 +4,12 @@ import torch
 
 import gradd
 
-SYNC = "compile:\n  mode: sync\n"  # every backward, the first included, by a plan
+_SYNC_COMPILES = "compile:\n  mode: sync\n"
+# Every backward, the first included, by a plan (on CUDA too: no graphs).
+SYNC = _SYNC_COMPILES + "cuda_graphs:\n  enabled: false\n"
+# SYNC with a CUDA graph for every shape: a structure's first CUDA backward
+# is recorded for a capture, later ones replay its graph.
+GRAPHS = _SYNC_COMPILES + "cuda_graphs:\n  enabled: true\n  mode: static\n"
 
 _SAME_WIDTH_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 

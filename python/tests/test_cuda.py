@@ -6,15 +6,12 @@ import pytest
 import torch
 
 import gradd
-from checks import SYNC, all_bits_equal, write_policy
+from checks import GRAPHS, SYNC, all_bits_equal, write_policy
 from gradd.bench import ScaledTanh
 from test_ddp import train_and_compare
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA not available")
 two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="fewer than 2 GPUs")
-
-
-GRAPHS = SYNC + "cuda_graphs:\n  enabled: true\n  mode: static\n"
 
 
 def steps_under_graphs(tmp_path, step, steps):
@@ -45,9 +42,7 @@ def test_cuda_backwards_bitwise(tmp_path, graphs):
                                 torch.nn.Linear(64, 8)).cuda()
     x = torch.randn(32, 64, device="cuda")
     stock = mlp_step(model, x)
-    text = SYNC
-    if graphs:
-        text += "cuda_graphs:\n  enabled: true\n  mode: static\n"
+    text = GRAPHS if graphs else SYNC
     with gradd.enabled(write_policy(tmp_path, text)):
         for _ in range(3):
             ours = mlp_step(model, x)
@@ -190,7 +185,7 @@ def test_device_synchronizes_wait_for_captures(tmp_path):
         except Exception as e:  # noqa: BLE001  (the test reports it)
             errors.append(e)
 
-    text = SYNC + "cuda_graphs:\n  enabled: true\n  mode: static\n"
+    text = GRAPHS
     thread = threading.Thread(target=synchronize_in_a_loop)
     thread.start()
     try:
@@ -253,7 +248,7 @@ def test_ddp_one_nccl_rank_bitwise(tmp_path, graphs):
     """World size 1 over NCCL on one GPU: the reducer's hooks and bucket
     all-reduces run from plans, or live around CUDA graphs (its hooks sit on
     the parameters' AccumulateGrad nodes: Note [Live leaves])."""
-    text = SYNC + ("cuda_graphs:\n  enabled: true\n  mode: static\n" if graphs else "")
+    text = GRAPHS if graphs else SYNC
     [stats] = train_and_compare(tmp_path, write_policy(tmp_path, text), "nccl", world=1)
     if graphs:
         assert stats["graph_backwards"] >= 3, stats

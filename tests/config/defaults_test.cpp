@@ -106,7 +106,7 @@ settings odd_settings() {
   s.nan_check.enabled = true;
   s.passes.pipeline = "dce";
   s.passes.gradient_ready = true;
-  s.cuda_graphs.enabled = true;
+  s.cuda_graphs.enabled = false;
   s.cuda_graphs.mode = gradd::graph_shape_policy::static_shapes;
   s.cuda_graphs.max_graphs = 3;
   s.cuda_graphs.dynamic_after = 4;

@@ -30,7 +30,7 @@ passes:
   pipeline: dce,remove_unused_sizes
   gradient_ready: true
 cuda_graphs:
-  enabled: true
+  enabled: false
   mode: static
   max_graphs: 3
   dynamic_after: 4
@@ -53,7 +53,7 @@ logging:
   CHECK(s.nan_check.enabled);
   CHECK(s.passes.pipeline == "dce,remove_unused_sizes");
   CHECK(s.passes.gradient_ready);
-  CHECK(s.cuda_graphs.enabled);
+  CHECK_FALSE(s.cuda_graphs.enabled);
   CHECK(s.cuda_graphs.mode == gradd::graph_shape_policy::static_shapes);
   CHECK(s.cuda_graphs.max_graphs == 3);
   CHECK(s.cuda_graphs.dynamic_after == 4);
