@@ -43,7 +43,6 @@ struct GraphTask;
 
 namespace gradd::cuda {
 
-struct structure_graphs;
 struct expected_outputs;  // what a binding trial's outputs must be (input_binding.cpp)
 
 /// What the stream actor captures a graph from: a backward of the structure
@@ -59,9 +58,6 @@ struct capture_request {
   capture_request& operator=(const capture_request&) = delete;
 
   uint64_t structure = 0;  ///< the plan table's record id
-  /// Its graphs, where the capture lands: after a reset() this is no longer
-  /// the cache's entry, so a capture still in flight then lands nowhere.
-  std::shared_ptr<structure_graphs> graphs;
   uint64_t shape = 0;      ///< the shape key of the backward
   c10::cuda::CUDAStream stream;  ///< the stream it ran and graphs replay on
   /// Its nodes (walk order) and node table; `root` keeps the nodes alive.

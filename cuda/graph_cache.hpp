@@ -29,6 +29,8 @@ inline uint64_t nanoseconds_between(std::chrono::steady_clock::time_point start,
 /// One shape of a structure: its graph, or none yet while it is captured.
 struct shape_slot {
   std::shared_ptr<backward_graph> graph;
+  /// While none: the request of its capture, till its stream actor takes it.
+  std::shared_ptr<capture_request> pending;
   uint64_t last_used = 0;  ///< structure_graphs::clock at its last replay, or its capture
   bool probed = false;     ///< its probe key is learnt (Note [Shape probe])
 };

@@ -112,7 +112,6 @@ variable_list plan_then_capture(const graph_call& c,
   request->plan_done = std::make_shared<at::cuda::CUDAEvent>();
   request->plan_done->record(request->stream);
   request->structure = c.structure;
-  request->graphs = graphs;
   request->shape = shape;
   request->root = c.root;
   request->task = c.task.shared_from_this();
@@ -125,7 +124,7 @@ variable_list plan_then_capture(const graph_call& c,
   request->retry_after = std::chrono::milliseconds(c.config.fallback.retry_after_ms);
   request->copied = std::move(copied);
   request->level = c.config.logging.level;
-  if (request_capture(std::move(request))) {
+  if (request_capture(s, std::move(request))) {
     graph_cache::instance().counters.recordings.fetch_add(1, std::memory_order_relaxed);
   } else {
     std::lock_guard lock(s.mutex);

@@ -11,52 +11,45 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <caf/all.hpp>
 
-#include <condition_variable>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <thread>
+#include <vector>
 
 namespace gradd::cuda {
-
-/// A capture for a stream actor to run.
-struct capture_order {
-  std::shared_ptr<capture_request> request;
-};
-
-} // namespace gradd::cuda
-
-// A local message only: it holds tensors and nodes, never serialized.
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(gradd::cuda::capture_order)
-
-namespace gradd::cuda {
-
-using stream_actor = caf::typed_actor<caf::reacts_to<capture_order>>;
 
 namespace {
 
-/// What request_capture and the actors share: the actors by stream and the
-/// count of captures not settled.
-struct intake {
-  std::mutex mutex;
-  std::condition_variable settled;
-  uint64_t in_flight = 0;
-  bool draining = false;
-  std::map<std::pair<c10::DeviceIndex, c10::StreamId>, stream_actor> actors;
+using capture_atom = caf::atom_constant<caf::atom("capture")>;
+using idle_atom = caf::atom_constant<caf::atom("idle")>;
 
-  static intake& instance() {
-    static auto* the_intake = new intake();  // never destroyed, as the actor system
-    return *the_intake;
-  }
-};
+/// Captures the pending capture of (structure, shape) and answers whether
+/// it published a graph.
+using stream_actor = caf::typed_actor<caf::replies_to<capture_atom, uint64_t, uint64_t>::with<bool>>;
+
+/// The stream actors' door: hands (structure, shape, device, stream) to the
+/// actor of that stream, spawned on first use, and answers `idle` once no
+/// capture is in flight.
+using intake_actor =
+    caf::typed_actor<caf::reacts_to<capture_atom, uint64_t, uint64_t, int32_t, int64_t>,
+                     caf::replies_to<idle_atom>::with<bool>>;
+
+/// Captures requested and not settled: request_capture adds, the intake
+/// settles. Read without an actor (captures_in_flight, process exit).
+std::atomic<uint64_t> in_flight{0};
+/// Set once at process exit: no new capture, pending ones dropped.
+std::atomic<bool> draining{false};
 
 std::string structure_name(const capture_request& r) {
   return "graph " + std::to_string(r.structure);
 }
 
 /// Publishes a captured graph, evicting beyond the structure's cap.
-void publish(const capture_request& r, std::shared_ptr<backward_graph> graph) {
+void publish(const capture_request& r, structure_graphs& structure,
+             std::shared_ptr<backward_graph> graph) {
   auto& cache = graph_cache::instance();
-  auto& structure = r.graphs;
   auto kib = [](size_t bytes) { return std::to_string(bytes >> 10) + " KiB"; };
   auto held = std::to_string(graph->node_count()) + " nodes, " + kib(graph->bytes())
               + ": the stream's pool grew " + kib(graph->pool_bytes()) + ", copies of inputs "
@@ -71,13 +64,13 @@ void publish(const capture_request& r, std::shared_ptr<backward_graph> graph) {
                            + graph->cut_names());
   std::vector<std::shared_ptr<backward_graph>> evicted;
   {
-    std::lock_guard lock(structure->mutex);
-    auto& slot = structure->shapes[r.shape];
+    std::lock_guard lock(structure.mutex);
+    auto& slot = structure.shapes[r.shape];
     slot.graph = std::move(graph);
     // Its capture is its first use: at the clock of the last replay, it tied
     // with that graph and could be the one evicted.
-    slot.last_used = ++structure->clock;
-    evicted = structure->evict_beyond(r.max_graphs);
+    slot.last_used = ++structure.clock;
+    evicted = structure.evict_beyond(r.max_graphs);
   }
   cache.counters.captures.fetch_add(1);
   cache.counters.evictions.fetch_add(evicted.size());
@@ -91,15 +84,15 @@ void publish(const capture_request& r, std::shared_ptr<backward_graph> graph) {
 /// fallback.retry_after_ms and the structure's other shapes keep their
 /// graphs. Anything else (a host sync, an op a graph cannot hold) is the
 /// structure's: it stays on plans, said once.
-void fail(const capture_request& r, const std::string& why, bool out_of_memory) {
-  auto& structure = r.graphs;
+void fail(const capture_request& r, structure_graphs& structure, const std::string& why,
+          bool out_of_memory) {
   {
-    std::lock_guard lock(structure->mutex);
-    structure->shapes.erase(r.shape);
+    std::lock_guard lock(structure.mutex);
+    structure.shapes.erase(r.shape);
     if (out_of_memory)
-      structure->out_of_memory[r.shape] = std::chrono::steady_clock::now() + r.retry_after;
+      structure.out_of_memory[r.shape] = std::chrono::steady_clock::now() + r.retry_after;
     else
-      structure->plan_only = why;
+      structure.plan_only = why;
   }
   graph_cache::instance().counters.capture_failures.fetch_add(1);
   log(r.level, log_level::warning,
@@ -111,18 +104,10 @@ void fail(const capture_request& r, const std::string& why, bool out_of_memory) 
 }
 
 /// Drops the pending slot of a capture that will not run.
-void drop(const capture_request& r) {
-  auto& structure = r.graphs;
-  std::lock_guard lock(structure->mutex);
-  if (auto it = structure->shapes.find(r.shape); it != structure->shapes.end() && !it->second.graph)
-    structure->shapes.erase(it);
-}
-
-void settle() {
-  auto& in = intake::instance();
-  std::lock_guard lock(in.mutex);
-  --in.in_flight;
-  in.settled.notify_all();
+void drop(const capture_request& r, structure_graphs& structure) {
+  std::lock_guard lock(structure.mutex);
+  if (auto it = structure.shapes.find(r.shape); it != structure.shapes.end() && !it->second.graph)
+    structure.shapes.erase(it);
 }
 
 /// A stream actor's own: its side stream and the pool its graphs share
@@ -149,75 +134,135 @@ struct stream_state {
   }
 };
 
+/// A capture taken from its slot, and the structure it lands in.
+struct pending_capture {
+  std::shared_ptr<structure_graphs> graphs;
+  std::shared_ptr<capture_request> request;  ///< null where none waited (reset() dropped it)
+};
+
+pending_capture take_pending(uint64_t structure, uint64_t shape) {
+  pending_capture taken{graph_cache::instance().find(structure), nullptr};
+  if (taken.graphs) {
+    std::lock_guard lock(taken.graphs->mutex);
+    if (auto it = taken.graphs->shapes.find(shape); it != taken.graphs->shapes.end())
+      taken.request = std::move(it->second.pending);
+  }
+  return taken;
+}
+
 stream_actor::behavior_type stream_stage(stream_actor::stateful_pointer<stream_state> self,
                                          c10::DeviceIndex device) {
   self->state.device = device;
   return {
-    [self](capture_order& order) {
-      auto& r = *order.request;
-      bool draining;
-      {
-        std::lock_guard lock(intake::instance().mutex);
-        draining = intake::instance().draining;
+    [self](capture_atom, uint64_t structure, uint64_t shape) {
+      // The recorded backward's nodes and saved variables go with `request`,
+      // here, off the training thread.
+      auto [graphs, request] = take_pending(structure, shape);
+      if (!request)
+        return false;
+      auto& r = *request;
+      if (draining.load()) {
+        drop(r, *graphs);
+        return false;
       }
-      if (draining) {
-        drop(r);
-      } else {
-        try {
-          publish(r, backward_graph::capture(r, self->state.side_stream(),
-                                             self->state.shared_pool()));
-        } catch (const c10::OutOfMemoryError& e) {
-          fail(r, e.what_without_backtrace(), true);
-        } catch (const c10::Error& e) {
-          fail(r, e.what_without_backtrace(), false);
-        } catch (const std::exception& e) {
-          fail(r, e.what(), false);
-        }
+      try {
+        publish(r, *graphs,
+                backward_graph::capture(r, self->state.side_stream(), self->state.shared_pool()));
+        return true;
+      } catch (const c10::OutOfMemoryError& e) {
+        fail(r, *graphs, e.what_without_backtrace(), true);
+      } catch (const c10::Error& e) {
+        fail(r, *graphs, e.what_without_backtrace(), false);
+      } catch (const std::exception& e) {
+        fail(r, *graphs, e.what(), false);
       }
-      order.request.reset();  // the recorded backward's nodes go here, off the training thread
-      settle();
+      return false;
     },
   };
 }
 
+struct intake_state {
+  std::map<std::pair<c10::DeviceIndex, c10::StreamId>, stream_actor> actors;
+  std::vector<caf::typed_response_promise<bool>> awaiting_idle;
+};
+
+intake_actor::behavior_type intake_stage(intake_actor::stateful_pointer<intake_state> self) {
+  auto settle = [self] {
+    if (in_flight.fetch_sub(1) == 1) {
+      for (auto& promise : self->state.awaiting_idle)
+        promise.deliver(true);
+      self->state.awaiting_idle.clear();
+    }
+  };
+  return {
+    [self, settle](capture_atom, uint64_t structure, uint64_t shape, int32_t device,
+                   int64_t stream) {
+      auto& actor = self->state.actors[{static_cast<c10::DeviceIndex>(device), stream}];
+      if (!actor)  // with an argument: CAF 0.17 dereferences a null pointer for none (UBSan)
+        actor = self->system().spawn<caf::detached>(stream_stage,
+                                                    static_cast<c10::DeviceIndex>(device));
+      // Captures take seconds where modules load; each stream actor answers
+      // every order it takes.
+      self->request(actor, caf::infinite, capture_atom::value, structure, shape)
+          .then([settle](bool) { settle(); }, [settle](caf::error&) { settle(); });
+    },
+    [self](idle_atom) -> caf::result<bool> {
+      if (in_flight.load() == 0)
+        return true;
+      self->state.awaiting_idle.push_back(self->make_response_promise<bool>());
+      return caf::delegated<bool>();
+    },
+  };
+}
+
+intake_actor intake() {
+  static auto the_intake = actors::process_actor_system().spawn(intake_stage);
+  return the_intake;
+}
+
 } // namespace
 
-bool request_capture(std::shared_ptr<capture_request> request) {
-  auto& in = intake::instance();
-  stream_actor actor;
+bool request_capture(structure_graphs& graphs, std::shared_ptr<capture_request> request) {
+  if (draining.load())
+    return false;
+  // The order names the request; the request waits in the slot reserved
+  // for its shape, where the stream actor takes it (or reset() drops it).
+  uint64_t structure = request->structure;
+  uint64_t shape = request->shape;
+  int32_t device = request->stream.device_index();
+  int64_t stream = request->stream.id();
   {
-    std::lock_guard lock(in.mutex);
-    if (in.draining)
-      return false;
-    auto key = std::make_pair(request->stream.device_index(), request->stream.id());
-    auto& slot = in.actors[key];
-    if (!slot)  // with an argument: CAF 0.17 dereferences a null pointer for none (UBSan)
-      slot = actors::process_actor_system().spawn<caf::detached>(stream_stage, key.first);
-    actor = slot;
-    ++in.in_flight;
+    std::lock_guard lock(graphs.mutex);
+    graphs.shapes[shape].pending = std::move(request);
   }
-  caf::anon_send(actor, capture_order{std::move(request)});
+  in_flight.fetch_add(1);
+  caf::anon_send(intake(), capture_atom::value, structure, shape, device, stream);
   return true;
 }
 
 uint64_t captures_in_flight() {
-  auto& in = intake::instance();
-  std::lock_guard lock(in.mutex);
-  return in.in_flight;
+  return in_flight.load();
 }
 
 bool wait_captures(std::chrono::milliseconds timeout) {
-  auto& in = intake::instance();
-  std::unique_lock lock(in.mutex);
-  return in.settled.wait_for(lock, timeout, [&] { return in.in_flight == 0; });
+  if (in_flight.load() == 0)
+    return true;
+  bool idle = false;
+  caf::scoped_actor self{actors::process_actor_system()};  // fresh: a late answer stays in it
+  self->request(intake(), timeout, idle_atom::value)
+      .receive([&](bool answer) { idle = answer; }, [](caf::error&) {});
+  return idle;
 }
 
 bool drain_captures(std::chrono::milliseconds grace) {
-  {
-    std::lock_guard lock(intake::instance().mutex);
-    intake::instance().draining = true;
+  draining = true;
+  auto until = std::chrono::steady_clock::now() + grace;
+  while (in_flight.load() != 0) {
+    if (std::chrono::steady_clock::now() >= until)
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  return wait_captures(grace);
+  return true;
 }
 
 } // namespace gradd::cuda

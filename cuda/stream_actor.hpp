@@ -16,11 +16,13 @@
 namespace gradd::cuda {
 
 struct capture_request;
+struct structure_graphs;
 
-/// Hands `request` to the stream actor of its stream, spawned on first
-/// use. Never blocks. Returns false, doing nothing, once captures drain
-/// (process exit).
-bool request_capture(std::shared_ptr<capture_request> request);
+/// Leaves `request` in the slot of its shape in `graphs` (reserved by the
+/// caller) and orders its capture from the stream actor of its stream,
+/// spawned on first use. Never blocks. Returns false, doing nothing, once
+/// captures drain (process exit).
+bool request_capture(structure_graphs& graphs, std::shared_ptr<capture_request> request);
 
 /// Captures queued or running.
 uint64_t captures_in_flight();
