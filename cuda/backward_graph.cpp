@@ -13,6 +13,7 @@
 
 #include "compiler/stock_order.hpp"
 #include "cuda/batched_copy.hpp"
+#include "cuda/blas_workspace.hpp"
 #include "cuda/capture_gate.hpp"
 #include "cuda/expandable_segments.hpp"
 #include "cuda/graph_cache.hpp"
@@ -194,11 +195,15 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
                                                         std::shared_ptr<graph_pool> pool) {
   if (request.delay_ms > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(request.delay_ms));
-  c10::cuda::CUDAGuard device(side.device_index());
-  request.plan_done->block(side);
-  c10::cuda::CUDAStreamGuard on_side(side);
+  // Eager work on the training stream, captures on `side`, both with the
+  // training stream's cuBLAS workspace (Note [One cuBLAS workspace per
+  // training stream]).
+  auto training = request.stream;
+  c10::cuda::CUDAGuard device(training.device_index());
+  shared_workspace_scope workspace(training, side);
+  c10::cuda::CUDAStreamGuard on_training(training);
   auto recording = functional::record_lifted(*request.lifted, request.backward, *request.task,
-                                             request.num_outputs, side.unwrap(),
+                                             request.num_outputs, training.unwrap(),
                                              request.cut_outputs);
   functional::run_passes(recording, request.passes);
 
@@ -213,7 +218,7 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   }
   at::NoGradGuard no_grad;
   at::NoNamesGuard no_names;
-  g->device_ = side.device_index();
+  g->device_ = training.device_index();
   const auto& nodes = request.backward.walk.nodes;
   const auto& table = request.backward.ir;
   // The node of each accumulate_grad op, in op order (the order of the
@@ -254,27 +259,21 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
 
   functional::interpret_options options;
   options.leaves = functional::leaf_gradients::collect;
-  options.stream = side.unwrap();
+  options.stream = training.unwrap();
   options.call_node = [&](uint32_t at, variable_list, const std::vector<at::Tensor>&) {
     return cut_of(at).outputs;
   };
-  // Warm-up: cuBLAS creates its handle and workspace for this stream. The
-  // pool's other graphs were captured on this stream too and replay with
-  // that workspace, on the training stream: the warm-up holds the pool's
-  // turn (a hit meanwhile runs on its plan) and waits for the last replay,
-  // so that no two kernels write the workspace at once.
-  {
-    auto turn = pool->take();
-    wait_for_last_launch(*pool, side);
-    functional::interpret(recording, nodes, g->inputs_, options);
-    side.synchronize();
-  }
+  // Warm-up: kernels' modules load before the capture. It writes no memory
+  // of the pool, and the workspace it shares is the training stream's, in
+  // order with that stream's own work.
+  functional::interpret(recording, nodes, g->inputs_, options);
 
   auto hooked = [&](uint32_t node) { return table.nodes[node].hooks != compiler::hook_counts{}; };
   // Where leaves are called live or the graph is cut, the graph marks
   // where each leaf's gradient is ready, and each waits for its own (Note
   // [Live leaves]).
   auto capture_options = options;
+  capture_options.stream = side.unwrap();
   if (!g->cuts_.empty() || std::any_of(leaf_nodes.begin(), leaf_nodes.end(), hooked)) {
     g->leaf_stream_ = c10::cuda::getStreamFromPool(false, g->device_);
     for (size_t k = 0; k < leaf_nodes.size(); ++k) {
@@ -308,6 +307,11 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
     C10_CUDA_CHECK(cudaGraphInstantiate(&c.exec, c.graph, 0));
   g->live_nodes_ = g->cuts_.size();
   g->replayed_.emplace();
+  bool reads_workspace = points_into(g->graph_, workspace.shared());
+  for (const auto& c : g->cuts_)
+    reads_workspace = reads_workspace || points_into(c.graph, workspace.shared());
+  if (reads_workspace)
+    g->workspace_stream_ = training.stream();
 
   // Which outputs are handed out alone (Note [Lent gradients]): the stock
   // engine steals a gradient tensor that nothing else holds.
@@ -353,7 +357,7 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   if (g->cuts_.empty()) {
     // The twin of Note [Bound inputs], in a pool of its own that goes with it.
     g->bind_inputs(
-        side, request.level,
+        training, request.level,
         [&](const std::vector<at::Tensor>& inputs) {
           auto scratch = at::cuda::graph_pool_handle();
           auto twin = capture_program(recording, nodes, inputs, capture_options, scratch, side, {});
@@ -438,14 +442,10 @@ backward_graph::fit backward_graph::fit_of(const std::vector<at::Tensor>& live) 
   return fit::fits;
 }
 
-void backward_graph::wait_for_last_launch(graph_pool& pool, c10::cuda::CUDAStream stream) {
-  auto last = pool.last_launched.lock();
+void backward_graph::follow_last_launch(c10::cuda::CUDAStream stream) {
+  auto last = pool_->last_launched.lock();
   if (last && last->replayed_on_ && *last->replayed_on_ != stream)
     last->replayed_->block(stream);
-}
-
-void backward_graph::follow_last_launch(c10::cuda::CUDAStream stream) {
-  wait_for_last_launch(*pool_, stream);
   pool_->last_launched = weak_from_this();
 }
 
@@ -606,6 +606,10 @@ std::optional<variable_list> backward_graph::replay(const std::vector<at::Tensor
                                                     c10::cuda::CUDAStream stream,
                                                     const replay_options& options,
                                                     std::optional<early_launch> early) {
+  if (!early && !launches_on(stream)) {
+    graph_cache::instance().counters.other_stream.fetch_add(1, std::memory_order_relaxed);
+    return std::nullopt;
+  }
   auto turn = early ? std::move(early->turn_) : pool_->try_take();
   if (!turn)
     return std::nullopt;

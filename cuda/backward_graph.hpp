@@ -87,11 +87,12 @@ struct capture_request {
 /// A captured graph and its static buffers.
 class backward_graph : public std::enable_shared_from_this<backward_graph> {
 public:
-  /// Records the request's backward on `side` (functional::record_lifted),
+  /// Records the request's backward on its stream (functional::record_lifted),
   /// copies its inputs into static buffers, runs the pass pipeline on the
-  /// recording, warms up on `side` (cuBLAS handles, allocator), then
-  /// captures the recording in thread-local capture mode into `pool`, and
-  /// instantiates. Not through at::cuda::CUDAGraph: its
+  /// recording, warms up (modules, allocator), then captures the recording
+  /// on `side` in thread-local capture mode into `pool`, and instantiates;
+  /// cuBLAS calls use the request stream's workspace throughout (Note [One
+  /// cuBLAS workspace per training stream]). Not through at::cuda::CUDAGraph: its
   /// capture puts the default CUDA generator into capture mode for the whole
   /// process, so a training thread drawing random numbers meanwhile (dropout)
   /// fails ("Offset increment outside graph capture"). Throws std::runtime_error naming what
@@ -113,6 +114,13 @@ public:
     different,        ///< a tensor is missing or laid out otherwise: the plan serves it
   };
   fit fit_of(const std::vector<at::Tensor>& live) const;
+
+  /// Whether it may replay on `stream`: one that reads the cuBLAS workspace
+  /// of the stream it was captured for replays there only (Note [One cuBLAS
+  /// workspace per training stream]).
+  bool launches_on(c10::cuda::CUDAStream stream) const noexcept {
+    return !workspace_stream_ || *workspace_stream_ == stream.stream();
+  }
 
   /// A launch made before the backward's lift (Note [Early launch]). It
   /// holds the pool's turn until replay() confirms or redoes it; one
@@ -284,9 +292,6 @@ private:
   /// Under the pool's turn, before a launch of this graph on `stream`:
   /// orders it after the pool's last launch.
   void follow_last_launch(c10::cuda::CUDAStream stream);
-  /// Under `pool`'s turn: makes `stream` wait for the pool's last launch
-  /// where that ran on another stream.
-  static void wait_for_last_launch(graph_pool& pool, c10::cuda::CUDAStream stream);
   /// Whether the pool's last hand-out was made on another thread and some
   /// of it is still held: taking it back would swap a storage's memory
   /// under a thread that may be reading it (Note [One pool per stream]).
@@ -301,12 +306,12 @@ private:
   void launch(c10::cuda::CUDAStream stream);
   /// Records on `stream` that the work on this graph's outputs is queued.
   void mark_replayed(c10::cuda::CUDAStream stream);
-  /// At capture: a replay on `side` in the pool's turn, waiting for it;
-  /// returns copies of its outputs if `read_outputs`.
-  std::vector<at::Tensor> trial_replay(c10::cuda::CUDAStream side, bool read_outputs);
+  /// At capture: a replay on `trials` (the training stream) in the pool's
+  /// turn; returns copies of its outputs if `read_outputs`.
+  std::vector<at::Tensor> trial_replay(c10::cuda::CUDAStream trials, bool read_outputs);
   /// At capture: no replay writes into a bound input (checked by one on
   /// `twins`, copies of the static buffers).
-  bool reads_stale_harmlessly(const std::vector<at::Tensor>& twins, c10::cuda::CUDAStream side);
+  bool reads_stale_harmlessly(const std::vector<at::Tensor>& twins, c10::cuda::CUDAStream trials);
   /// At capture: finds in `recording` the one node that reads each input
   /// an early launch reads live; false where one has none or several, or
   /// where more than max_live_holders nodes hold them.
@@ -334,14 +339,14 @@ private:
   /// Finds the inputs the graph reads where they live, all but `copied`,
   /// and leaves it pointing at `recorded` (the lifted tensors of the
   /// backward it was recorded from).
-  void bind_inputs(c10::cuda::CUDAStream side, log_level level, const twin_capture& capture_twin,
+  void bind_inputs(c10::cuda::CUDAStream trials, log_level level, const twin_capture& capture_twin,
                    const std::vector<at::Tensor>& recorded, const std::vector<uint32_t>& copied);
   /// One trial of Note [Bound inputs]: whether a replay with the `trial`
   /// inputs read from `twins` and their static buffers poisoned gives
   /// `expected`. Leaves the graph with the arguments it was captured with.
   bool binding_holds(bound_inputs& found, const std::vector<bool>& trial,
                      const std::vector<at::Tensor>& twins, const expected_outputs& expected,
-                     c10::cuda::CUDAStream side, log_level level);
+                     c10::cuda::CUDAStream trials, log_level level);
   std::vector<at::Tensor> outputs_now() const;
 
   c10::DeviceIndex device_ = 0;
@@ -376,6 +381,7 @@ private:
   /// its outputs on the GPU; on replayed_on_.
   std::optional<at::cuda::CUDAEvent> replayed_;
   std::optional<c10::cuda::CUDAStream> replayed_on_;
+  std::optional<cudaStream_t> workspace_stream_;  ///< see launches_on
   bool counted_ = false;  ///< its bytes are in graph_counters
   /// Written once, under the pool's turn, before rebind_refused_ is set; never after.
   std::string rebind_refusal_;

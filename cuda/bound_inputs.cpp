@@ -153,6 +153,64 @@ struct bound_inputs::node_arguments {
   }
 };
 
+bool points_into(cudaGraph_t graph, const std::vector<device_range>& ranges) {
+  if (ranges.empty())
+    return false;
+  auto inside = [&](const void* pointer) {
+    auto word = reinterpret_cast<uintptr_t>(pointer);
+    return std::any_of(ranges.begin(), ranges.end(), [word](const device_range& r) {
+      return word - reinterpret_cast<uintptr_t>(r.begin) < r.bytes;
+    });
+  };
+  const auto& calls = driver();
+  for (auto node : nodes_of(graph)) {
+    cudaGraphNodeType type{};
+    C10_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+    switch (type) {
+      case cudaGraphNodeTypeKernel: {
+        CUDA_KERNEL_NODE_PARAMS kernel{};
+        if (!calls.rebinds() || calls.node_arguments(node, &kernel) != CUDA_SUCCESS)
+          return true;
+        auto layout = argument_layout(kernel);
+        if (!layout.empty() && !kernel.kernelParams)
+          return true;
+        for (size_t i = 0; i < layout.size(); ++i) {
+          auto [offset, size] = layout[i];
+          const auto* bytes = static_cast<const unsigned char*>(kernel.kernelParams[i]);
+          for (size_t at = 0; at + 8 <= size; at += 4) {
+            const void* word = nullptr;
+            std::memcpy(&word, bytes + at, sizeof word);
+            if (inside(word))
+              return true;
+          }
+        }
+        break;
+      }
+      case cudaGraphNodeTypeMemcpy: {
+        cudaMemcpy3DParms copy{};
+        C10_CUDA_CHECK(cudaGraphMemcpyNodeGetParams(node, &copy));
+        if (inside(copy.srcPtr.ptr) || inside(copy.dstPtr.ptr))
+          return true;
+        break;
+      }
+      case cudaGraphNodeTypeMemset: {
+        cudaMemsetParams set{};
+        C10_CUDA_CHECK(cudaGraphMemsetNodeGetParams(node, &set));
+        if (inside(set.dst))
+          return true;
+        break;
+      }
+      case cudaGraphNodeTypeEmpty:
+      case cudaGraphNodeTypeWaitEvent:
+      case cudaGraphNodeTypeEventRecord:
+        break;
+      default:
+        return true;
+    }
+  }
+  return false;
+}
+
 bound_inputs::bound_inputs() = default;
 bound_inputs::~bound_inputs() = default;
 bound_inputs::bound_inputs(bound_inputs&&) noexcept = default;

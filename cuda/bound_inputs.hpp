@@ -30,6 +30,17 @@ struct twin_buffers {
   size_t bytes = 0;
 };
 
+/// A range of device memory.
+struct device_range {
+  const void* begin = nullptr;
+  size_t bytes = 0;
+};
+
+/// Whether a node of `graph` holds a pointer into one of `ranges`: a word
+/// of a kernel's arguments, a memcpy's or memset's address. True where a
+/// node cannot be read.
+bool points_into(cudaGraph_t graph, const std::vector<device_range>& ranges);
+
 class bound_inputs {
 public:
   bound_inputs();

@@ -258,7 +258,7 @@ std::optional<backward_graph::early_launch>
 backward_graph::launch_early(c10::cuda::CUDAStream stream, const backward_nodes& backward) {
   auto turn = pool_->try_take();
   if (!turn || !launchable_at_frees_ || *launchable_at_frees_ != segment_frees(device_)
-      || lent_to_another_thread())  // the replay path counts it
+      || lent_to_another_thread() || !launches_on(stream))  // the replay path counts these
     return std::nullopt;
   c10::cuda::CUDAGuard device(stream.device_index());
   // A bet before the walk knows the walk's head only.

@@ -61,6 +61,7 @@ void graph_counters::reset() noexcept {
   evictions = 0;
   copy_on_writes = 0;
   lent_elsewhere = 0;
+  other_stream = 0;
   during_capture = 0;
   recordings = 0;
   rewrites = 0;

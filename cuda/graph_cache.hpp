@@ -100,6 +100,7 @@ struct graph_counters {
   std::atomic<uint64_t> evictions{0};
   std::atomic<uint64_t> copy_on_writes{0};    ///< lent gradients copied away (Note [Lent gradients])
   std::atomic<uint64_t> lent_elsewhere{0};    ///< hits left to plans: gradients lent to another thread held
+  std::atomic<uint64_t> other_stream{0};      ///< hits left to plans: the graph reads another stream's cuBLAS workspace
   std::atomic<uint64_t> during_capture{0};    ///< backwards a plan served while their shape was captured
   std::atomic<uint64_t> recordings{0};        ///< plan-served backwards kept for a capture
   std::atomic<uint64_t> rewrites{0};          ///< graph nodes pointed at moved inputs (Note [Bound inputs])

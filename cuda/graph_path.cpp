@@ -262,6 +262,7 @@ void add_graph_statistics(statistics& s) {
   s.graph_evictions = counters.evictions.load();
   s.graph_copy_on_writes = counters.copy_on_writes.load();
   s.graph_lent_elsewhere = counters.lent_elsewhere.load();
+  s.graph_other_stream = counters.other_stream.load();
   s.graph_walk_ns = counters.walk_ns.load();
   s.graph_lift_ns = counters.lift_ns.load();
   s.graph_copy_ns = counters.copy_ns.load();

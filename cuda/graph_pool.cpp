@@ -28,13 +28,10 @@
 //   for what was queued on the stream the last hand-out's gradients were
 //   handed out on: reads of them made before their holders let go.
 // - The stream actor's binding trials (Note [Bound inputs]) replay the new
-//   graph on the actor's stream while the training thread replays the
-//   others. Each trial takes the turn too and copies the outputs it reads
-//   before letting go. A new graph cannot overwrite the older graphs'
-//   outputs (they were held when it was captured), so a trial takes
-//   nothing back. A capture's warm-up takes the turn as well: it runs
-//   cuBLAS on the actor's stream, whose workspace the pool's graphs were
-//   captured with and replay with.
+//   graph while the training thread replays the others. Each trial takes
+//   the turn too and copies the outputs it reads before letting go. A new
+//   graph cannot overwrite the older graphs' outputs (they were held when
+//   it was captured), so a trial takes nothing back.
 // The pool belongs to its stream actor, held weakly: it goes with its last
 // graph. The allocator frees a pool's segments only once every graph
 // captured into it is gone, so a graph evicted under max_graphs gives its

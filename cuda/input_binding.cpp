@@ -96,17 +96,17 @@ std::vector<bool> poison_shows(const std::vector<at::Tensor>& inputs,
 
 } // namespace
 
-std::vector<at::Tensor> backward_graph::trial_replay(c10::cuda::CUDAStream side,
+std::vector<at::Tensor> backward_graph::trial_replay(c10::cuda::CUDAStream trials,
                                                      bool read_outputs) {
   // The training thread may be replaying the pool's other graphs: this
   // one's launch and the copies of its outputs take their turn (Note [One
   // pool per stream]). Nothing it overwrites is lent: the others' outputs
   // were held when it was captured.
   auto turn = pool_->take();
-  follow_last_launch(side);
-  C10_CUDA_CHECK(cudaGraphLaunch(exec_, side.stream()));
+  follow_last_launch(trials);
+  C10_CUDA_CHECK(cudaGraphLaunch(exec_, trials.stream()));
   auto outputs = read_outputs ? outputs_now() : std::vector<at::Tensor>{};
-  mark_replayed(side);
+  mark_replayed(trials);
   return outputs;
 }
 
@@ -121,9 +121,9 @@ std::vector<at::Tensor> backward_graph::outputs_now() const {
 
 bool backward_graph::binding_holds(bound_inputs& found, const std::vector<bool>& trial,
                                    const std::vector<at::Tensor>& twins,
-                                   const expected_outputs& expected, c10::cuda::CUDAStream side,
+                                   const expected_outputs& expected, c10::cuda::CUDAStream trials,
                                    log_level level) {
-  auto stream = side.stream();
+  auto stream = trials.stream();
   std::vector<const void*> sources(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i) {
     if (!found.bindable(i))
@@ -136,7 +136,7 @@ bool backward_graph::binding_holds(bound_inputs& found, const std::vector<bool>&
                                    span_bytes(inputs_[i]), stream));
   }
   bool holds = found.bind(exec_, sources)
-               && expected.matched_by(trial_replay(side, /*read_outputs=*/true));
+               && expected.matched_by(trial_replay(trials, /*read_outputs=*/true));
   for (size_t i = 0; i < inputs_.size(); ++i) {
     if (!trial[i])
       continue;
@@ -144,7 +144,9 @@ bool backward_graph::binding_holds(bound_inputs& found, const std::vector<bool>&
                                    span_bytes(inputs_[i]), cudaMemcpyDeviceToDevice, stream));
     sources[i] = inputs_[i].const_data_ptr();
   }
-  side.synchronize();
+  at::cuda::CUDAEvent done;  // not the stream: the training thread queues there too
+  done.record(trials);
+  done.synchronize();
   if (!found.bind(exec_, sources)) {  // the arguments it was captured with
     // Seen on a Hopper GPU for a node of resnet18 that took the trial's: a
     // fresh instantiation has them all, and the next bind rewrites all.
@@ -158,7 +160,7 @@ bool backward_graph::binding_holds(bound_inputs& found, const std::vector<bool>&
 }
 
 bool backward_graph::reads_stale_harmlessly(const std::vector<at::Tensor>& twins,
-                                            c10::cuda::CUDAStream side) {
+                                            c10::cuda::CUDAStream trials) {
   std::vector<at::Tensor> originals, copies;
   std::vector<const void*> sources(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i)
@@ -169,11 +171,11 @@ bool backward_graph::reads_stale_harmlessly(const std::vector<at::Tensor>& twins
     }
   if (!bound_.bind(exec_, sources))
     return false;  // the next replay's bind rewrites every node
-  trial_replay(side, /*read_outputs=*/false);
+  trial_replay(trials, /*read_outputs=*/false);
   return bitwise_equal(copies, originals);
 }
 
-void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level,
+void backward_graph::bind_inputs(c10::cuda::CUDAStream trials, log_level level,
                                  const twin_capture& capture_twin,
                                  const std::vector<at::Tensor>& recorded,
                                  const std::vector<uint32_t>& copied) {
@@ -212,25 +214,25 @@ void backward_graph::bind_inputs(c10::cuda::CUDAStream side, log_level level,
     return;
   }
 
-  auto expected = expected_outputs::of([&] { return trial_replay(side, /*read_outputs=*/true); });
+  auto expected = expected_outputs::of([&] { return trial_replay(trials, /*read_outputs=*/true); });
   if (!expected)
     return copy_all("its replays differ from one another other than by rounding");
-  if (!binding_holds(found, keep, twins, *expected, side, level)) {
+  if (!binding_holds(found, keep, twins, *expected, trials, level)) {
     // One input read some other way spoils the whole trial: try each alone.
     for (size_t i = 0; i < inputs_.size(); ++i)
       if (keep[i]) {
         std::vector<bool> alone(inputs_.size(), false);
         alone[i] = true;
-        keep[i] = binding_holds(found, alone, twins, *expected, side, level);
+        keep[i] = binding_holds(found, alone, twins, *expected, trials, level);
       }
     found.keep_only(keep);
     if (!found.refusal().empty())
       log(level, log_level::debug, "the CUDA driver refused new arguments for " + found.refusal());
-    if (found.empty() || !binding_holds(found, keep, twins, *expected, side, level))
+    if (found.empty() || !binding_holds(found, keep, twins, *expected, trials, level))
       return copy_all("it reads them other than through its arguments");
   }
   bound_ = std::move(found);
-  stale_reads_harmless_ = reads_stale_harmlessly(twins, side);
+  stale_reads_harmless_ = reads_stale_harmlessly(twins, trials);
   std::vector<const void*> recorded_at(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (keep[i])

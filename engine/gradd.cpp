@@ -95,6 +95,7 @@ std::vector<std::pair<std::string, uint64_t>> fields(const statistics& s) {
       {"graph_evictions", s.graph_evictions},
       {"graph_copy_on_writes", s.graph_copy_on_writes},
       {"graph_lent_elsewhere", s.graph_lent_elsewhere},
+      {"graph_other_stream", s.graph_other_stream},
       {"graph_walk_ns", s.graph_walk_ns},
       {"graph_lift_ns", s.graph_lift_ns},
       {"graph_copy_ns", s.graph_copy_ns},

@@ -78,6 +78,7 @@ struct statistics {
   uint64_t graph_evictions = 0;  ///< graphs evicted beyond cuda_graphs.max_graphs
   uint64_t graph_copy_on_writes = 0;  ///< lent gradients, still held, copied away before a launch in their pool
   uint64_t graph_lent_elsewhere = 0;  ///< graph hits left to plans: the pool's last gradients, lent on another thread, still held
+  uint64_t graph_other_stream = 0;  ///< graph hits left to plans: the graph reads the cuBLAS workspace of the stream it was captured for, the backward ran on another
   /// CPU time of the pieces of the graph-served backwards, summed: the
   /// walk, the plan lookup and the graph path's checks (the hook's, and
   /// before the engine those of a bet placed there), the re-lift of saved
