@@ -68,7 +68,7 @@ early_bet bet_before_engine(uint64_t structure, const compiler::graph& table,
 early_bet bet_before_walk(uint64_t structure, const compiler::graph& table,
                           const std::vector<Node*>& head, const settings& config,
                           c10::Stream stream) {
-  if (!bets_early(config))
+  if (!bets_early(config) || stream_capturing(stream))
     return nullptr;
   auto graphs = graph_cache::instance().structure(structure);
   if (graphs->calls_live.load(std::memory_order_relaxed))

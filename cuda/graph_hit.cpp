@@ -136,7 +136,19 @@ std::optional<c10::Stream> single_stream(const compiler::graph& table,
       return std::nullopt;
     stream = s;
   }
+  if (stream && stream_capturing(*stream))
+    return std::nullopt;
   return stream;
+}
+
+bool stream_capturing(c10::Stream stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  auto cuda_stream = c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, stream).stream();
+  if (cudaStreamIsCapturing(cuda_stream, &status) != cudaSuccess) {
+    (void)cudaGetLastError();  // the legacy stream beside a global capture: as good as captured
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
 }
 
 bool calls_nodes_live(const compiler::graph& table) {

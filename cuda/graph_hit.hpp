@@ -28,9 +28,15 @@ struct structure_graphs;
 
 /// The one CUDA stream every node that runs is on, if there is one: each
 /// node's stream() (the stream of its first input on the accelerator), with
-/// the accelerator looked up once instead of once a node.
+/// the accelerator looked up once instead of once a node. None while that
+/// stream is captured (stream_capturing).
 std::optional<c10::Stream> single_stream(const compiler::graph& table,
                                          const std::vector<torch::autograd::Node*>& nodes);
+
+/// Whether `stream` is being captured: a backward inside the user's own
+/// CUDA graph runs on its plan, which the user's graph then holds; gradd's
+/// graphs neither launch into it nor are captured from it.
+bool stream_capturing(c10::Stream stream);
 
 /// Whether a replay of `table`'s graphs calls nodes live: any node that
 /// runs has hooks, or is a Python autograd.Function. Such a replay runs

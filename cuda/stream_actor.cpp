@@ -6,6 +6,7 @@
 #include "config/log.hpp"
 #include "cuda/backward_graph.hpp"
 #include "cuda/graph_cache.hpp"
+#include "cuda/graph_hit.hpp"
 #include "cuda/graph_pool.hpp"
 
 #include <c10/cuda/CUDAGuard.h>
@@ -161,7 +162,9 @@ stream_actor::behavior_type stream_stage(stream_actor::stateful_pointer<stream_s
       if (!request)
         return false;
       auto& r = *request;
-      if (draining.load()) {
+      // Its work runs on the training stream: not into the user's capture of
+      // it; the shape's next backward asks again.
+      if (draining.load() || stream_capturing(r.stream)) {
         drop(r, *graphs);
         return false;
       }
