@@ -22,6 +22,7 @@
 #include "cuda/blas_workspace.hpp"
 
 #include <ATen/cuda/CUDAContextLight.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include <map>
@@ -66,6 +67,9 @@ shared_workspace_scope::shared_workspace_scope(c10::cuda::CUDAStream training,
                                                c10::cuda::CUDAStream capture) {
   void* handle = nullptr;
   {
+    // cuBLAS warns on a thread without a current CUDA context: a guard to
+    // the device current already sets none.
+    c10::cuda::set_device(training.device_index(), /*force=*/true);
     // The thread's handle; on the actor's first call this makes its own
     // workspace for `training`, which goes back to that stream's blocks below.
     c10::cuda::CUDAStreamGuard on_training(training);

@@ -9,6 +9,7 @@
 #include "cuda/graph_hit.hpp"
 #include "cuda/graph_pool.hpp"
 
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <caf/all.hpp>
 
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace gradd::cuda {
@@ -117,6 +119,13 @@ struct stream_state {
   c10::DeviceIndex device = 0;
   std::optional<c10::cuda::CUDAStream> side;
   std::weak_ptr<graph_pool> pool;
+  /// A capture ran out of memory: the next one gives the allocator's cached
+  /// blocks back to the device first. Its eager work on the training stream
+  /// reuses that stream's blocks, and the allocator frees none during a
+  /// capture, so a pool could not grow into memory cached for the training
+  /// stream (emptyCache on this thread leaves other threads' captures be:
+  /// Note [Device synchronizes during captures]).
+  bool release_cache = false;
 
   /// Taken on the actor's thread: the stream pool's first use creates
   /// every stream of it, 5-6 ms on a Hopper GPU that the training thread's
@@ -169,10 +178,13 @@ stream_actor::behavior_type stream_stage(stream_actor::stateful_pointer<stream_s
         return false;
       }
       try {
+        if (std::exchange(self->state.release_cache, false))
+          c10::cuda::CUDACachingAllocator::emptyCache();
         publish(r, *graphs,
                 backward_graph::capture(r, self->state.side_stream(), self->state.shared_pool()));
         return true;
       } catch (const c10::OutOfMemoryError& e) {
+        self->state.release_cache = true;
         fail(r, *graphs, e.what_without_backtrace(), true);
       } catch (const c10::Error& e) {
         fail(r, *graphs, e.what_without_backtrace(), false);
