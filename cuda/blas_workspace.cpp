@@ -55,6 +55,30 @@ at::DataPtr alias_of(const at::DataPtr& memory) {
   return at::DataPtr(memory.get(), memory.device());
 }
 
+/// The workspace gradd keeps for `stream` of `device` in `map`, taken on
+/// first use from the map's entry for that stream (another handle's before
+/// `handle`'s: the training thread's), which then owns nothing; null where
+/// the map has none. Call with the map's mutex held.
+const at::DataPtr* kept_workspace(at::cuda::WorkspaceMapWithMutex& map, c10::DeviceIndex device,
+                                  void* stream, void* handle) {
+  auto& kept = kept_workspaces::instance();
+  std::lock_guard lock(kept.mutex);
+  auto key = std::make_tuple(static_cast<const void*>(&map), device, stream);
+  if (auto it = kept.by_stream.find(key); it != kept.by_stream.end())
+    return &it->second;
+  auto found = map.map.end();
+  for (auto it = map.map.begin(); it != map.map.end(); ++it)
+    if (std::get<1>(it->first) == stream && it->second.device().index() == device
+        && (found == map.map.end() || std::get<0>(found->first) == handle))
+      found = it;
+  if (found == map.map.end())
+    return nullptr;  // no call on this stream uses this map yet
+  auto& mine = kept.by_stream[key];
+  mine = std::move(found->second);
+  found->second = alias_of(mine);
+  return &mine;
+}
+
 } // namespace
 
 struct shared_workspace_scope::replaced {
@@ -78,30 +102,16 @@ shared_workspace_scope::shared_workspace_scope(c10::cuda::CUDAStream training,
   void* stream = training.stream();
   auto device = training.device_index();
   std::vector<at::DataPtr> dropped;  // freed after the locks
-  auto& kept = kept_workspaces::instance();
   for (auto* map : {&at::cuda::cublas_handle_stream_to_workspace(),
                     &at::cuda::cublaslt_handle_stream_to_workspace()}) {
     std::unique_lock lock(map->mutex);
-    std::lock_guard keep_lock(kept.mutex);
-    auto& mine = kept.by_stream[{map, device, stream}];
-    if (!mine) {
-      // Another handle's on this stream (the training thread's), else ours.
-      auto found = map->map.end();
-      for (auto it = map->map.begin(); it != map->map.end(); ++it)
-        if (std::get<1>(it->first) == stream && it->second.device().index() == device
-            && (found == map->map.end() || std::get<0>(found->first) == handle))
-          found = it;
-      if (found == map->map.end()) {
-        kept.by_stream.erase({map, device, stream});
-        continue;  // no call on this stream uses this map yet
-      }
-      mine = std::move(found->second);
-      found->second = alias_of(mine);
-    }
+    const auto* mine = kept_workspace(*map, device, stream, handle);
+    if (!mine)
+      continue;
     for (void* on : {stream, static_cast<void*>(capture.stream())}) {
       workspace_key key{handle, on};
       auto it = map->map.find(key);
-      if (it != map->map.end() && it->second.get() == mine.get())
+      if (it != map->map.end() && it->second.get() == mine->get())
         continue;
       if (on != stream) {
         auto r = std::make_unique<replaced>();
@@ -113,11 +123,11 @@ shared_workspace_scope::shared_workspace_scope(c10::cuda::CUDAStream training,
       } else if (it != map->map.end()) {
         dropped.push_back(std::move(it->second));
       }
-      map->map.insert_or_assign(key, alias_of(mine));
+      map->map.insert_or_assign(key, alias_of(*mine));
     }
-    shared_.push_back({mine.get(), map == &at::cuda::cublas_handle_stream_to_workspace()
-                                       ? at::cuda::getChosenWorkspaceSize()
-                                       : at::cuda::getCUDABlasLtWorkspaceSize()});
+    shared_.push_back({mine->get(), map == &at::cuda::cublas_handle_stream_to_workspace()
+                                        ? at::cuda::getChosenWorkspaceSize()
+                                        : at::cuda::getCUDABlasLtWorkspaceSize()});
   }
 }
 
