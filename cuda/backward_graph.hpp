@@ -70,7 +70,6 @@ struct capture_request {
   std::vector<torch::autograd::variable_list> cut_outputs;
   size_t num_outputs = 0;   ///< autograd::grad outputs
   bool keep_graph = false;  ///< retain_graph: its saved variables stay
-  std::shared_ptr<at::cuda::CUDAEvent> plan_done;  ///< recorded on `stream` after the plan
   std::string passes;      ///< passes.pipeline, run on the recording first
   uint32_t delay_ms = 0;   ///< compile.delay_ms: the capture waits this long first
   uint32_t max_graphs = 8; ///< cuda_graphs.max_graphs of the structure

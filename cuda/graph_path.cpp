@@ -14,7 +14,6 @@
 #include "execute/plan_runner.hpp"
 #include "functional/graph.hpp"
 
-#include <ATen/cuda/CUDAEvent.h>
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
@@ -109,8 +108,6 @@ variable_list plan_then_capture(const graph_call& c,
     throw;
   }
   c.task.keep_graph_ = request->keep_graph;
-  request->plan_done = std::make_shared<at::cuda::CUDAEvent>();
-  request->plan_done->record(request->stream);
   request->structure = c.structure;
   request->shape = shape;
   request->root = c.root;
