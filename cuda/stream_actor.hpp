@@ -2,12 +2,14 @@
 
 // The stream actors: one per (device, stream) that CUDA graphs replay on.
 // Each owns the captures for its stream: it runs on a thread of its own
-// (a detached CAF actor), captures on a stream of its own in thread-local
-// capture mode (the training thread keeps running meanwhile, see
-// ../shared/DESIGN.md, CUDA), and publishes each graph into the graph cache,
-// evicting beyond the structure's cap. Replays do not pass through it: the
-// backward's thread launches a published graph itself (docs/design.md,
-// "CUDA graphs").
+// (a detached CAF actor), records and warms up on the training stream,
+// captures on a stream of its own in thread-local capture mode (the
+// training thread keeps running meanwhile, see ../shared/DESIGN.md, CUDA),
+// and publishes each graph into the graph cache, evicting beyond the
+// structure's cap. Training threads reach them through an intake actor,
+// with orders that name a capture, never carry it. Replays do not pass
+// through them: the backward's thread launches a published graph itself
+// (docs/design.md, "CUDA graphs").
 
 #include <chrono>
 #include <cstdint>
