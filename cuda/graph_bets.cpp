@@ -56,7 +56,7 @@ early_bet bet_before_engine(uint64_t structure, const compiler::graph& table,
   if (!bets_early(config))
     return nullptr;
   auto stream = single_stream(table, nodes);
-  if (!stream)
+  if (!stream || stream_capturing(*stream))
     return nullptr;
   auto graphs = graph_cache::instance().structure(structure);
   if (graphs->calls_live.load(std::memory_order_relaxed))

@@ -136,8 +136,6 @@ std::optional<c10::Stream> single_stream(const compiler::graph& table,
       return std::nullopt;
     stream = s;
   }
-  if (stream && stream_capturing(*stream))
-    return std::nullopt;
   return stream;
 }
 

@@ -28,14 +28,14 @@ struct structure_graphs;
 
 /// The one CUDA stream every node that runs is on, if there is one: each
 /// node's stream() (the stream of its first input on the accelerator), with
-/// the accelerator looked up once instead of once a node. None while that
-/// stream is captured (stream_capturing).
+/// the accelerator looked up once instead of once a node.
 std::optional<c10::Stream> single_stream(const compiler::graph& table,
                                          const std::vector<torch::autograd::Node*>& nodes);
 
 /// Whether `stream` is being captured: a backward inside the user's own
 /// CUDA graph runs on its plan, which the user's graph then holds; gradd's
-/// graphs neither launch into it nor are captured from it.
+/// graphs neither launch into it nor are captured from it. Asked once per
+/// backward, where the graph path or a bet begins.
 bool stream_capturing(c10::Stream stream);
 
 /// Whether a replay of `table`'s graphs calls nodes live: any node that

@@ -139,7 +139,7 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
   if (!policy.enabled || policy.mode == graph_shape_policy::dynamic_shapes)
     return std::nullopt;
   auto stream = single_stream(c.table, c.nodes);
-  if (!stream)
+  if (!stream || stream_capturing(*stream))
     return std::nullopt;
   auto hit = hit_of(c);
   auto& cache = graph_cache::instance();
