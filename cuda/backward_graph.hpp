@@ -114,6 +114,11 @@ public:
   };
   fit fit_of(const std::vector<at::Tensor>& live) const;
 
+  /// Its structure's clock at its last replay or its capture, for
+  /// least-recently-used eviction; set by hits without a lock.
+  void mark_used(uint64_t tick) noexcept { last_used_.store(tick, std::memory_order_relaxed); }
+  uint64_t last_used() const noexcept { return last_used_.load(std::memory_order_relaxed); }
+
   /// Whether it may replay on `stream`: one that reads the cuBLAS workspace
   /// of the stream it was captured for replays there only (Note [One cuBLAS
   /// workspace per training stream]).
@@ -386,6 +391,7 @@ private:
   std::string rebind_refusal_;
   std::vector<uint32_t> rebind_refused_inputs_;
   std::atomic<bool> rebind_refused_{false};
+  std::atomic<uint64_t> last_used_{0};
   /// An input an early launch reads live, from the one node that holds it
   /// lifted alone (Note [Early launch]): a bound integer input, which the
   /// graph is pointed at (an index read stale sends a kernel out of

@@ -96,17 +96,13 @@ std::optional<bet_served> serve_bet(early_bet& bet, const bet_call& c) {
   auto lifted = lift_inputs(hit, *structure, why);
   if (!lifted)
     return std::nullopt;
-  bool probed;
-  {
-    std::lock_guard lock(structure->mutex);
-    auto it = structure->shapes.find(lifted->shape);
-    if (!structure->plan_only.empty() || it == structure->shapes.end()
-        || it->second.graph != bet->graph)
-      return std::nullopt;  // another shape: the hook's graph path sorts it out
-    note_shape(*structure, lifted->shape);
-    probed = it->second.probed;
-    it->second.last_used = ++structure->clock;
-  }
+  auto table = structure->published();
+  auto it = table->shapes.find(lifted->shape);
+  if (table->plan_only || it == table->shapes.end() || it->second.graph != bet->graph)
+    return std::nullopt;  // another shape: the hook's graph path sorts it out
+  structure->note_shape(lifted->shape);
+  structure->mark_used(*bet->graph);
+  bool probed = it->second.probed;
   auto placed = std::move(bet);
   auto results = replay_hit(hit, *structure, lifted->shape, placed->graph,
                             lifted->call->tensor_args.inputs, *stream, times, probed,

@@ -1,16 +1,56 @@
 // The process's CUDA graphs (see graph_cache.hpp).
+//
+// Note [Published graphs]
+// Every backward of a structure with graphs looks its shape up; the stream
+// actor adds a graph now and then, and evicts. Under one mutex, a hit
+// waited whenever the actor published, and the lock cost each hit an
+// exchange with whatever thread last held it. So the hit path reads an
+// immutable table instead: the structure's graphs by shape, by probe key,
+// and whether it stays on plans, loaded with one atomic load of a
+// shared_ptr (libstdc++ guards the count with a bit of the pointer, held
+// for the increment only). Whoever changes what the table shows (a
+// capture published, evictions, a graph dropped, a probe learnt, the
+// structure kept on plans) does so under the mutex and publishes a new
+// table before letting go; a hit holding the old one keeps its graph alive
+// till its replay ends, as a graph taken out under the lock did. What a
+// hit writes needs no table: the shape history a bet reads (`last_shape`,
+// `steady`) and the graphs' last use (`clock`, backward_graph::mark_used)
+// are atomics. A miss, a shape without a graph, takes the mutex: it runs on
+// its plan anyway, and the policy's counts (`seen`) and the slot of a
+// capture in flight live there.
 
 #include "cuda/graph_cache.hpp"
 
 namespace gradd::cuda {
+
+structure_graphs::structure_graphs()
+    : published_(std::make_shared<const published_graphs>()) {}
+
+void structure_graphs::publish() {
+  auto table = std::make_shared<published_graphs>();
+  table->plan_only = !plan_only.empty();
+  size_t unprobed = 0;
+  for (const auto& [shape, slot] : shapes)
+    if (slot.graph) {
+      table->shapes.emplace(shape, published_shape{slot.graph, slot.probed});
+      unprobed += !slot.probed;
+    }
+  for (const auto& [probe, shape] : probed_shapes)
+    if (shape)
+      if (auto it = table->shapes.find(*shape); it != table->shapes.end())
+        table->probed.emplace(probe, it->second.graph);
+  table->bets_by_probe = !probe_fails && unprobed == 0 && table->shapes.size() > 1;
+  published_.store(std::move(table), std::memory_order_release);
+}
 
 std::vector<std::shared_ptr<backward_graph>> structure_graphs::evict_beyond(uint32_t max_graphs) {
   std::vector<std::shared_ptr<backward_graph>> evicted;
   while (shapes.size() > max_graphs) {
     auto oldest = shapes.end();
     for (auto it = shapes.begin(); it != shapes.end(); ++it)
-      if (it->second.graph && (oldest == shapes.end()
-                               || it->second.last_used < oldest->second.last_used))
+      if (it->second.graph
+          && (oldest == shapes.end()
+              || it->second.graph->last_used() < oldest->second.graph->last_used()))
         oldest = it;
     if (oldest == shapes.end())
       break;  // all being captured
@@ -30,26 +70,6 @@ void structure_graphs::learn_probe(uint64_t shape, std::optional<uint64_t> probe
   auto [it, first] = probed_shapes.emplace(*probe, shape);
   if (!first && it->second != shape)
     it->second.reset();  // this probe cannot tell the two apart
-}
-
-bool structure_graphs::bets_by_probe() const {
-  if (probe_fails)
-    return false;
-  size_t graphs = 0;
-  for (const auto& [shape, slot] : shapes) {
-    if (slot.graph && !slot.probed)
-      return false;
-    graphs += slot.graph != nullptr;
-  }
-  return graphs > 1;
-}
-
-std::shared_ptr<backward_graph> structure_graphs::graph_probed(uint64_t probe) const {
-  auto named = probed_shapes.find(probe);
-  if (named == probed_shapes.end() || !named->second)
-    return nullptr;
-  auto slot = shapes.find(*named->second);
-  return slot != shapes.end() ? slot->second.graph : nullptr;
 }
 
 void graph_counters::reset() noexcept {

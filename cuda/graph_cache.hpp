@@ -2,7 +2,8 @@
 
 // The CUDA graphs of every structure, by shape, with what the dynamic-shape
 // policy remembers about each structure. The stream actors write it; the
-// backward's thread reads it under one short lock per backward.
+// backward's thread reads a structure's published table without a lock
+// (Note [Published graphs], graph_cache.cpp).
 
 #include "cuda/backward_graph.hpp"
 
@@ -31,13 +32,39 @@ struct shape_slot {
   std::shared_ptr<backward_graph> graph;
   /// While none: the request of its capture, till its stream actor takes it.
   std::shared_ptr<capture_request> pending;
-  uint64_t last_used = 0;  ///< structure_graphs::clock at its last replay, or its capture
-  bool probed = false;     ///< its probe key is learnt (Note [Shape probe])
+  bool probed = false;  ///< its probe key is learnt (Note [Shape probe])
+};
+
+/// A captured shape as the hit path sees it.
+struct published_shape {
+  std::shared_ptr<backward_graph> graph;
+  bool probed = false;
+};
+
+/// What a structure's hits read, immutable once published: its graphs by
+/// shape, and what a bet goes by.
+struct published_graphs {
+  std::unordered_map<uint64_t, published_shape> shapes;  ///< captured ones only
+  /// Graphs by their shape's probe key, where the key names one shape.
+  std::unordered_map<uint64_t, std::shared_ptr<backward_graph>> probed;
+  bool bets_by_probe = false;  ///< every graph's probe is learnt, and there are several
+  bool plan_only = false;      ///< the structure stays on plans
 };
 
 /// The graphs of one structure (one plan) and its shape history.
 struct structure_graphs {
-  std::mutex mutex;  ///< guards everything below
+  structure_graphs();
+
+  /// The table the hit path reads: one atomic load, no lock.
+  std::shared_ptr<const published_graphs> published() const {
+    return published_.load(std::memory_order_acquire);
+  }
+
+  /// Publishes what `shapes`, `probed_shapes` and `plan_only` say now.
+  /// Call with `mutex` held, after changing any of them.
+  void publish();
+
+  std::mutex mutex;  ///< guards what follows up to the atomics
   std::unordered_map<uint64_t, shape_slot> shapes;  ///< captured or being captured
   std::unordered_map<uint64_t, uint32_t> seen;      ///< auto: shapes met, and how often
   /// Per shape, the inputs its graphs copy (capture_request::copied).
@@ -47,23 +74,25 @@ struct structure_graphs {
   /// captured again (fallback.retry_after_ms later): till then they stay
   /// on plans, and the structure's other shapes keep their graphs.
   std::unordered_map<uint64_t, std::chrono::steady_clock::time_point> out_of_memory;
-  uint64_t clock = 0;     ///< ticks once per replay and capture, for least-recently-used eviction
-  uint64_t last_shape = 0;  ///< the shape key of the last backward lifted here
-  bool steady = false;      ///< the last two had one shape: worth a bet (Note [Early launch])
   /// Shapes by their probe's key (Note [Shape probe]); nullopt for a key
   /// that two shapes share.
   std::unordered_map<uint64_t, std::optional<uint64_t>> probed_shapes;
   bool probe_fails = false;  ///< its probe has no key (a symbolic or nested shape): no bets by probe
   uint32_t parameter_moves = 0;  ///< graphs dropped for a parameter at another address
-  std::atomic<uint64_t> graph_backwards{0};  ///< served by its graphs; read without the mutex
+
+  // Written by the hit path without the mutex.
+  std::atomic<uint64_t> clock{0};  ///< ticks once per replay and capture, for least-recently-used eviction
+  std::atomic<uint64_t> last_shape{0};  ///< the shape key of the last backward lifted here
+  std::atomic<bool> steady{false};  ///< the last two had one shape: worth a bet (Note [Early launch])
+  std::atomic<uint64_t> graph_backwards{0};  ///< served by its graphs
   /// Its nodes were found fit for graphs (no hooks inside the graph, no
   /// Python node): once per structure, whose key fixes the nodes' types and
-  /// hook counts. Read without the mutex.
+  /// hook counts.
   std::atomic<bool> nodes_vetted{false};
   /// Its memory-efficient attention nodes (Note [Dropout seeds on the
   /// device]), and how many nodes its node table cuts its graphs at (Note
-  /// [Piecewise graphs]); written once, before nodes_vetted is set, read
-  /// after.
+  /// [Piecewise graphs]); written once under the mutex, before nodes_vetted
+  /// is set, read after.
   std::vector<uint32_t> attention_nodes;
   size_t table_cuts = 0;
   /// Its replays call nodes live (calls_nodes_live), inside libtorch's
@@ -75,19 +104,26 @@ struct structure_graphs {
   /// Call with `mutex` held.
   void learn_probe(uint64_t shape, std::optional<uint64_t> probe);
 
-  /// Whether every graph held has its probe key learnt, and there are
-  /// several: then bets go by probe. Call with `mutex` held.
-  bool bets_by_probe() const;
+  /// Notes that a backward of `shape` was lifted here: whether the last
+  /// two had one shape (a steady loop, worth a bet). No lock.
+  void note_shape(uint64_t shape) noexcept {
+    steady.store(last_shape.exchange(shape, std::memory_order_relaxed) == shape,
+                 std::memory_order_relaxed);
+  }
 
-  /// The graph of the shape probe key `probe` names alone, or null. Call
-  /// with `mutex` held.
-  std::shared_ptr<backward_graph> graph_probed(uint64_t probe) const;
+  /// Marks `graph` used now, by this structure's clock. No lock.
+  void mark_used(backward_graph& graph) noexcept {
+    graph.mark_used(clock.fetch_add(1, std::memory_order_relaxed) + 1);
+  }
 
   /// Takes out least recently used graphs (never a shape being captured)
   /// until at most `max_graphs` remain, and returns them: the caller lets
   /// them go after unlocking (each waits for its last replay). Call with
   /// `mutex` held.
   std::vector<std::shared_ptr<backward_graph>> evict_beyond(uint32_t max_graphs);
+
+private:
+  std::atomic<std::shared_ptr<const published_graphs>> published_;
 };
 
 /// Counters of the CUDA graph path, bumped from any thread.

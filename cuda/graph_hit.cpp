@@ -38,6 +38,7 @@ void learn_probe(structure_graphs& s, uint64_t shape, const backward_nodes& back
   auto probe = probe_key(backward);
   std::lock_guard lock(s.mutex);
   s.learn_probe(shape, probe);
+  s.publish();
 }
 
 /// A graph the driver would not point at moved inputs (a kernel node whose
@@ -53,6 +54,7 @@ void capture_again_copying(const hit_call& c, structure_graphs& s, uint64_t shap
     if (it == s.shapes.end() || it->second.graph != graph)
       return;  // another backward dropped it first
     s.shapes.erase(it);
+    s.publish();
     auto& inputs = s.copied_inputs[shape];
     std::vector<uint32_t> both;
     std::set_union(inputs.begin(), inputs.end(), graph->refused_inputs().begin(),
@@ -208,27 +210,28 @@ void keep_on_plans(structure_graphs& s, const hit_call& c, const std::string& wh
     if (!s.plan_only.empty())
       return;
     s.plan_only = why;
+    s.publish();
   }
   log(c.config.logging.level, log_level::info,
       "graph " + std::to_string(c.structure) + " stays on plans: " + why);
 }
 
-std::shared_ptr<backward_graph> graph_to_bet_on(structure_graphs& s,
+std::shared_ptr<backward_graph> graph_to_bet_on(const structure_graphs& s,
                                                 const backward_nodes& backward) {
-  {
-    std::lock_guard lock(s.mutex);
-    if (!s.plan_only.empty())
+  auto table = s.published();
+  if (table->plan_only)
+    return nullptr;
+  if (!table->bets_by_probe) {
+    if (!s.steady.load(std::memory_order_relaxed))
       return nullptr;
-    if (!s.bets_by_probe()) {
-      auto it = s.steady ? s.shapes.find(s.last_shape) : s.shapes.end();
-      return it != s.shapes.end() ? it->second.graph : nullptr;
-    }
+    auto it = table->shapes.find(s.last_shape.load(std::memory_order_relaxed));
+    return it != table->shapes.end() ? it->second.graph : nullptr;
   }
   auto probe = probe_key(backward);
   if (!probe)
     return nullptr;
-  std::lock_guard lock(s.mutex);
-  return s.graph_probed(*probe);
+  auto it = table->probed.find(*probe);
+  return it != table->probed.end() ? it->second : nullptr;
 }
 
 std::optional<variable_list> replay_hit(const hit_call& c, structure_graphs& s, uint64_t shape,
@@ -251,8 +254,10 @@ std::optional<variable_list> replay_hit(const hit_call& c, structure_graphs& s, 
       bool keeps_moving;
       {
         std::lock_guard lock(s.mutex);
-        if (auto it = s.shapes.find(shape); it != s.shapes.end() && it->second.graph == graph)
+        if (auto it = s.shapes.find(shape); it != s.shapes.end() && it->second.graph == graph) {
           s.shapes.erase(it);
+          s.publish();
+        }
         keeps_moving = ++s.parameter_moves >= max_parameter_moves;
       }
       if (keeps_moving)
@@ -308,11 +313,6 @@ std::optional<lifted_inputs> lift_inputs(const hit_call& c, const structure_grap
     }
   lifted.shape = *shape;
   return lifted;
-}
-
-void note_shape(structure_graphs& s, uint64_t shape) {
-  s.steady = shape == s.last_shape;
-  s.last_shape = shape;
 }
 
 } // namespace gradd::cuda

@@ -80,8 +80,9 @@ void keep_on_plans(structure_graphs& s, const hit_call& c, const std::string& wh
 
 /// The graph a backward of `s` bets on (Note [Early launch]), or null: with
 /// one graph, its shape's once two backwards in a row had it; with several,
-/// the one its probe names (Note [Shape probe]). Takes the structure's lock.
-std::shared_ptr<backward_graph> graph_to_bet_on(structure_graphs& s,
+/// the one its probe names (Note [Shape probe]). Reads the published table
+/// (Note [Published graphs]).
+std::shared_ptr<backward_graph> graph_to_bet_on(const structure_graphs& s,
                                                 const backward_nodes& backward);
 
 /// When a graph hit finished its walk and began its lift; an early launch
@@ -117,10 +118,6 @@ struct lifted_inputs {
 /// stock engine's error, and the structure keeps its graphs).
 std::optional<lifted_inputs> lift_inputs(const hit_call& c, const structure_graphs& s,
                                          std::string& why);
-
-/// Notes a backward of `shape` lifted for `s`'s graphs: whether its loop is
-/// steady (Note [Early launch]). Call with `s.mutex` held.
-void note_shape(structure_graphs& s, uint64_t shape);
 
 /// A graph launched for a backward before libtorch's engine prepared it
 /// (graph_path.hpp, early_bet).

@@ -1,9 +1,10 @@
 // The CUDA graph path of a plan hit (see graph_path.hpp).
 //
 // Per backward: one pass over the nodes for their stream (a CPU graph stops
-// here), the structure's graphs under one short lock, the lift and its
-// shape key (graph_hit.cpp). Then the graph of that key replays, or the
-// policy decides whether this backward is recorded for a capture.
+// here), the lift and its shape key (graph_hit.cpp), and the structure's
+// published table (Note [Published graphs]). Then the graph of that key
+// replays, or, under the structure's lock, the policy decides whether this
+// backward is recorded for a capture.
 
 #include "cuda/graph_path.hpp"
 
@@ -40,6 +41,7 @@ bool wants_capture(structure_graphs& s, uint64_t shape, const settings::cuda_gra
     if (s.seen.size() >= p.dynamic_after) {
       s.plan_only = "its shapes keep changing (" + std::to_string(s.seen.size())
                     + " seen, cuda_graphs.dynamic_after)";
+      s.publish();
       return false;
     }
     s.seen.emplace(shape, 1);
@@ -156,11 +158,8 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
     else
       placed->launch.reset();  // on another stream: lost, and launched again below on this one
   }
-  {
-    std::lock_guard lock(structure->mutex);
-    if (!structure->plan_only.empty())
-      return std::nullopt;
-  }
+  if (structure->published()->plan_only)
+    return std::nullopt;
   if (!structure->nodes_vetted.load(std::memory_order_acquire)) {
     if (auto hooked = hooks_inside_graph(c.table)) {
       keep_on_plans(*structure, hit, *hooked);
@@ -209,24 +208,33 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
   }
   auto shape = lifted->shape;
 
+  structure->note_shape(shape);
   std::shared_ptr<backward_graph> graph;
   bool probed = true;
   std::optional<std::vector<uint32_t>> copied;
   {
+    auto table = structure->published();
+    if (auto it = table->shapes.find(shape); it != table->shapes.end()) {
+      graph = it->second.graph;
+      probed = it->second.probed;
+    }
+  }
+  if (!graph) {
+    // A miss: the shape is captured now, or may be (Note [Published graphs]).
     std::lock_guard lock(structure->mutex);
-    note_shape(*structure, shape);
     if (auto it = structure->shapes.find(shape); it != structure->shapes.end()) {
       if (!it->second.graph) {
         cache.counters.during_capture.fetch_add(1, std::memory_order_relaxed);
         return std::nullopt;
       }
-      graph = it->second.graph;
+      graph = it->second.graph;  // published since the table was read
       probed = it->second.probed;
-      it->second.last_used = ++structure->clock;
     } else if (!(copied = claim_capture(*structure, shape, c))) {
       return std::nullopt;
     }
   }
+  if (graph)
+    structure->mark_used(*graph);
   if (graph != bet)
     early.reset();  // a lost bet: its outputs are abandoned
   if (graph) {

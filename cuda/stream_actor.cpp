@@ -68,12 +68,12 @@ void publish(const capture_request& r, structure_graphs& structure,
   std::vector<std::shared_ptr<backward_graph>> evicted;
   {
     std::lock_guard lock(structure.mutex);
-    auto& slot = structure.shapes[r.shape];
-    slot.graph = std::move(graph);
     // Its capture is its first use: at the clock of the last replay, it tied
     // with that graph and could be the one evicted.
-    slot.last_used = ++structure.clock;
+    structure.mark_used(*graph);
+    structure.shapes[r.shape].graph = std::move(graph);
     evicted = structure.evict_beyond(r.max_graphs);
+    structure.publish();
   }
   cache.counters.captures.fetch_add(1);
   cache.counters.evictions.fetch_add(evicted.size());
@@ -96,6 +96,7 @@ void fail(const capture_request& r, structure_graphs& structure, const std::stri
       structure.out_of_memory[r.shape] = std::chrono::steady_clock::now() + r.retry_after;
     else
       structure.plan_only = why;
+    structure.publish();
   }
   graph_cache::instance().counters.capture_failures.fetch_add(1);
   log(r.level, log_level::warning,
