@@ -19,6 +19,7 @@
 #include "cuda/graph_cache.hpp"
 #include "cuda/program_capture.hpp"
 #include "cuda/shape_key.hpp"
+#include "cuda/shared_outputs.hpp"
 #include "cuda/static_buffer.hpp"
 #include "execute/stock_steps.hpp"
 #include "functional/capture.hpp"
@@ -76,7 +77,8 @@ capture_request::~capture_request() {
 
 std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& request,
                                                         c10::cuda::CUDAStream side,
-                                                        std::shared_ptr<graph_pool> pool) {
+                                                        std::shared_ptr<graph_pool> pool,
+                                                        std::vector<at::Tensor> kin) {
   if (request.delay_ms > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(request.delay_ms));
   // Eager work on the training stream, captures on `side`, both with the
@@ -158,17 +160,23 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   // [Live leaves]).
   auto capture_options = options;
   capture_options.stream = side.unwrap();
-  if (!g->cuts_.empty() || std::any_of(leaf_nodes.begin(), leaf_nodes.end(), hooked)) {
+  // Pieces share no outputs: a piece's leaves are handed out between cuts.
+  shared_outputs shared = g->cuts_.empty() && !kin.empty() ? shared_outputs(std::move(kin))
+                                                           : shared_outputs();
+  bool marks_leaves = !g->cuts_.empty() || std::any_of(leaf_nodes.begin(), leaf_nodes.end(), hooked);
+  if (marks_leaves) {
     g->leaf_stream_ = c10::cuda::getStreamFromPool(false, g->device_);
     for (size_t k = 0; k < leaf_nodes.size(); ++k) {
       g->ready_.push_back(nullptr);  // owned by g from here
       C10_CUDA_CHECK(cudaEventCreateWithFlags(&g->ready_.back(), cudaEventDisableTiming));
     }
-    capture_options.after_leaf = [&](size_t leaf, at::Tensor&) {
+  }
+  capture_options.after_leaf = [&](size_t leaf, at::Tensor& gradient) {
+    shared.divert(leaf, gradient, side.stream());
+    if (marks_leaves)
       C10_CUDA_CHECK(cudaEventRecordWithFlags(g->ready_.at(leaf), side.stream(),
                                               cudaEventRecordExternal));
-    };
-  }
+  };
   // At a cut, where the node's inputs and the values in flight past it lie.
   auto at_cut = [&](uint32_t at, const variable_list& inputs,
                     const std::vector<at::Tensor>& in_flight) {
@@ -218,10 +226,8 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
     out.piece = leaf_pieces.at(out.position);
     out.live = hooked(out.node);
     g->live_nodes_ += out.live;
-    if (gradient.defined()) {
+    if (gradient.defined())
       out.exclusive = users[gradient.unsafeGetTensorImpl()] == 1;
-      out.storage = g->lent_->lend(gradient);
-    }
     out.buffer = std::move(gradient);
     g->leaves_.push_back(std::move(out));
   }
@@ -236,7 +242,6 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
                    [&](const leaf_gradient& a, const leaf_gradient& b) {
                      return std::pair(a.piece, reached[a.node]) < std::pair(b.piece, reached[b.node]);
                    });
-  g->lent_->record_use_on(request.stream);  // before the twin's capture
   g->results_ = std::move(outputs.results);
   if (g->cuts_.empty()) {
     // The twin of Note [Bound inputs], in a pool of its own that goes with it.
@@ -255,8 +260,19 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
     g->stale_reads_harmless_ = false;
     g->recording_ = std::make_shared<const functional::recording>(std::move(recording));
   }
+  // Its trials done, it writes the gradients it shares where the older
+  // graph does (Note [Outputs shared across shapes]); then they are lent.
+  shared.redirect(g->graph_, g->exec_);
+  for (auto& leaf : g->leaves_) {
+    if (const auto& into = shared.buffer(leaf.position); into.defined())
+      leaf.buffer = into;
+    if (leaf.buffer.defined())
+      leaf.storage = g->lent_->lend(leaf.buffer);
+  }
+  g->lent_->record_use_on(request.stream);
+  g->sharing_ = shared.summary();
 
-  size_t copies = 0;
+  size_t copies = shared.scratch_bytes();
   for (size_t i = 0; i < g->inputs_.size(); ++i)
     if (!g->borrowed_[i] && !g->baked_[i] && g->inputs_[i].defined() && !g->inputs_[i].is_meta())
       copies += g->inputs_[i].storage().nbytes();
@@ -273,6 +289,15 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   counters.graphs.fetch_add(1);
   g->counted_ = true;
   return g;
+}
+
+std::vector<at::Tensor> backward_graph::kin_buffers(const graph_pool& pool) const {
+  if (pool_.get() != &pool || !cuts_.empty())
+    return {};
+  std::vector<at::Tensor> by_position(leaves_.size());
+  for (const auto& leaf : leaves_)
+    by_position[leaf.position] = leaf.buffer;
+  return by_position;
 }
 
 backward_graph::~backward_graph() {

@@ -94,12 +94,16 @@ public:
   /// cuBLAS workspace per training stream]). Not through at::cuda::CUDAGraph: its
   /// capture puts the default CUDA generator into capture mode for the whole
   /// process, so a training thread drawing random numbers meanwhile (dropout)
-  /// fails ("Offset increment outside graph capture"). Throws std::runtime_error naming what
-  /// failed (an op that synchronizes with the host, one that is not
-  /// capturable, a node that cannot be recorded).
+  /// fails ("Offset increment outside graph capture"). `kin`: the leaf
+  /// buffers of a graph of the same structure in `pool` (kin_buffers()),
+  /// which this one writes its gradients into where they agree (Note
+  /// [Outputs shared across shapes]); empty for none. Throws
+  /// std::runtime_error naming what failed (an op that synchronizes with
+  /// the host, one that is not capturable, a node that cannot be recorded).
   static std::shared_ptr<backward_graph> capture(const capture_request& request,
                                                  c10::cuda::CUDAStream side,
-                                                 std::shared_ptr<graph_pool> pool);
+                                                 std::shared_ptr<graph_pool> pool,
+                                                 std::vector<at::Tensor> kin);
 
   /// Waits for the last replay, then lets the graph and its share of the
   /// pool go. Gradients it lent and someone holds stay where they are
@@ -181,6 +185,16 @@ public:
 
   /// The pieces it is captured as: one more than the nodes it is cut at.
   size_t pieces() const noexcept { return cuts_.size() + 1; }
+
+  /// What a later graph of its structure captured into `pool` writes its
+  /// leaf gradients into (Note [Outputs shared across shapes]): this one's
+  /// leaf buffers, by the order it writes them; none where it lies in
+  /// another pool or is cut into pieces.
+  std::vector<at::Tensor> kin_buffers(const graph_pool& pool) const;
+
+  /// For the log: how many of its leaf gradients it writes into an older
+  /// graph's buffers; "" where none was offered.
+  const std::string& sharing() const noexcept { return sharing_; }
 
   /// The nodes it is cut at, each by walk-order number and type and why:
   /// `3 (MulBackward0: hooks), 7 (PyNode: a Python Function), 9
@@ -392,6 +406,7 @@ private:
   std::vector<uint32_t> rebind_refused_inputs_;
   std::atomic<bool> rebind_refused_{false};
   std::atomic<uint64_t> last_used_{0};
+  std::string sharing_;  ///< see sharing()
   /// An input an early launch reads live, from the one node that holds it
   /// lifted alone (Note [Early launch]): a bound integer input, which the
   /// graph is pointed at (an index read stale sends a kernel out of

@@ -33,6 +33,19 @@ __global__ void copy_spans(span_table<copy_span> table) {
   }
 }
 
+/// The launch batched_copy makes for `span` alone, as a kernel node's parameters.
+struct one_span_launch {
+  explicit one_span_launch(const copy_span& span) {
+    launch_over_spans(std::vector<copy_span>{span}, [](const copy_span& s) { return s.bytes; },
+                      [&](const span_table<copy_span>& t, dim3 g, size_t) {
+                        table = t;
+                        grid = g;
+                      });
+  }
+  span_table<copy_span> table{};
+  dim3 grid;
+};
+
 } // namespace
 
 void batched_copy(const std::vector<copy_span>& spans, cudaStream_t stream) {
@@ -42,6 +55,30 @@ void batched_copy(const std::vector<copy_span>& spans, cudaStream_t stream) {
     if (auto error = cudaGetLastError(); error != cudaSuccess)
       throw std::runtime_error(std::string("gradd batched copy: ") + cudaGetErrorString(error));
   });
+}
+
+cudaGraphNode_t captured_copy(const copy_span& span, cudaStream_t stream) {
+  batched_copy({span}, stream);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaGraphNode_t* last = nullptr;
+  size_t count = 0;
+  auto error = cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &last, nullptr, &count);
+  if (error != cudaSuccess || status != cudaStreamCaptureStatusActive || count != 1)
+    throw std::runtime_error("gradd captured copy: the stream is not capturing one line of work");
+  return last[0];
+}
+
+cudaError_t redirect_copy(cudaGraphExec_t exec, cudaGraphNode_t node, const copy_span& span) {
+  one_span_launch launch(span);
+  void* arguments[] = {&launch.table};
+  cudaKernelNodeParams params{};
+  params.func = reinterpret_cast<void*>(&copy_spans);
+  params.gridDim = launch.grid;
+  params.blockDim = dim3(span_threads_per_block);
+  params.kernelParams = arguments;
+  if (auto error = cudaGraphExecKernelNodeSetParams(exec, node, &params); error != cudaSuccess)
+    return error;
+  return cudaGraphKernelNodeSetParams(node, &params);
 }
 
 } // namespace gradd::cuda

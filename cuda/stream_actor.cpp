@@ -64,7 +64,8 @@ void publish(const capture_request& r, structure_graphs& structure,
               + (graph->pieces() == 1
                      ? ""
                      : "; " + std::to_string(graph->pieces()) + " pieces, cut at "
-                           + graph->cut_names());
+                           + graph->cut_names())
+              + (graph->sharing().empty() ? "" : "; " + graph->sharing());
   std::vector<std::shared_ptr<backward_graph>> evicted;
   {
     std::lock_guard lock(structure.mutex);
@@ -112,6 +113,16 @@ void drop(const capture_request& r, structure_graphs& structure) {
   std::lock_guard lock(structure.mutex);
   if (auto it = structure.shapes.find(r.shape); it != structure.shapes.end() && !it->second.graph)
     structure.shapes.erase(it);
+}
+
+/// The leaf buffers a new graph of `structure` captured into `pool` writes
+/// its gradients into (Note [Outputs shared across shapes]): any graph's of
+/// the structure in that pool, since all of them write the same ones.
+std::vector<at::Tensor> kin_of(const structure_graphs& structure, const graph_pool& pool) {
+  for (const auto& [shape, published] : structure.published()->shapes)
+    if (auto kin = published.graph->kin_buffers(pool); !kin.empty())
+      return kin;
+  return {};
 }
 
 /// A stream actor's own: its side stream and the pool its graphs share
@@ -181,8 +192,11 @@ stream_actor::behavior_type stream_stage(stream_actor::stateful_pointer<stream_s
       try {
         if (std::exchange(self->state.release_cache, false))
           c10::cuda::CUDACachingAllocator::emptyCache();
+        auto pool = self->state.shared_pool();
+        auto kin = kin_of(*graphs, *pool);
         publish(r, *graphs,
-                backward_graph::capture(r, self->state.side_stream(), self->state.shared_pool()));
+                backward_graph::capture(r, self->state.side_stream(), std::move(pool),
+                                        std::move(kin)));
         return true;
       } catch (const c10::OutOfMemoryError& e) {
         self->state.release_cache = true;

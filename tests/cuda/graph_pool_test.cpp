@@ -258,3 +258,61 @@ TEST_CASE("a gradient held past its graph keeps its values and memory (Note [Len
     require_bitwise_equal(stock[1], gradd::test::exact_copy(held));
   }
 }
+
+TEST_CASE("a structure's graphs write their gradients into one set of buffers (Note [Outputs "
+          "shared across shapes])",
+          "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  rows_times_weight m(1 << 20);  // a 4 MiB gradient at every shape
+  auto step = [&](int64_t rows, int64_t seed) {
+    m.w.mutable_grad() = Tensor();
+    m.loss(rows, seed).backward();
+    return m.w.grad();
+  };
+  const std::vector<std::pair<int64_t, int64_t>> steps{{4, 1}, {2, 2}, {4, 3}, {2, 4}, {4, 5}};
+  std::vector<Tensor> stock;
+  {
+    gradd::disable_guard off;
+    for (auto [rows, seed] : steps)
+      stock.push_back(gradd::test::exact_copy(step(rows, seed)));
+  }
+  auto graphs = policy(gradd::graph_shape_policy::static_shapes);
+  graphs.cuda_graphs.early_launch = false;  // a lost bet would launch, taking back what is held
+  graphs.logging.level = gradd::log_level::info;  // each capture says what it shares
+  gradd::reset();
+  gradd::enable_guard on{graphs};
+  step(4, 1);  // recorded: the first graph
+  REQUIRE(gradd::wait_for_compiles());
+
+  SECTION("the second shape's graph hands out the first one's buffer") {
+    step(2, 2);  // recorded: the second graph
+    REQUIRE(gradd::wait_for_compiles());
+    REQUIRE(gradd::stats().graphs == 2);
+    std::vector<const void*> lent_at;
+    for (size_t i = 2; i < steps.size(); ++i) {
+      auto [rows, seed] = steps[i];
+      auto grad = step(rows, seed);
+      lent_at.push_back(grad.const_data_ptr());  // `.grad` is the graph's buffer, lent
+      INFO("step " << i);
+      require_bitwise_equal(stock[i], gradd::test::exact_copy(grad));
+    }
+    CHECK(gradd::stats().graph_backwards == 3);
+    CHECK(lent_at[0] == lent_at[1]);
+    CHECK(lent_at[1] == lent_at[2]);
+  }
+  SECTION("a gradient held while the next shape is captured keeps its values") {
+    // The second graph's trials replay it on the stream actor's thread
+    // while the first graph's gradient is held here: they must not write it.
+    auto held = step(4, 3);
+    REQUIRE(gradd::stats().graph_backwards == 1);
+    step(2, 2);  // recorded: the second graph, captured and tried meanwhile
+    REQUIRE(gradd::wait_for_compiles());
+    require_bitwise_equal(stock[2], gradd::test::exact_copy(held));
+    auto copies_before = gradd::stats().graph_copy_on_writes;
+    require_bitwise_equal(stock[3], gradd::test::exact_copy(step(2, 4)));
+    CHECK(gradd::stats().graph_backwards == 2);
+    CHECK(gradd::stats().graph_copy_on_writes == copies_before + 1);  // it took the held one back
+    require_bitwise_equal(stock[2], gradd::test::exact_copy(held));
+  }
+}
