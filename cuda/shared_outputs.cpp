@@ -102,6 +102,28 @@ void shared_outputs::redirect(cudaGraph_t graph, cudaGraphExec_t exec) {
   kin_.clear();
 }
 
+std::string shared_outputs::summary() const {
+  if (diverted_.empty())
+    return "";
+  auto shared = std::count(redirected_.begin(), redirected_.end(), true);
+  return std::to_string(shared) + " of " + std::to_string(diverted_.size())
+         + " leaf gradients written into an older graph's buffers"
+         + (why_not_.empty() ? "" : " (not all: " + why_not_ + ")");
+}
+
+size_t shared_outputs::scratch_bytes() const {
+  size_t bytes = 0;
+  for (size_t k = 0; k < scratch_.size(); ++k)
+    if (diverted_[k] && !redirected_[k])
+      bytes += scratch_[k].nbytes();
+  return bytes;
+}
+
+void shared_outputs::keeps_own(const std::string& why) {
+  if (why_not_.empty())
+    why_not_ = why;
+}
+
 const at::Tensor& shared_outputs::buffer(size_t leaf) const {
   static const at::Tensor none;
   return leaf < scratch_.size() && diverted_[leaf] ? scratch_[leaf] : none;
