@@ -63,9 +63,11 @@ cudaGraphNode_t captured_copy(const copy_span& span, cudaStream_t stream) {
   const cudaGraphNode_t* last = nullptr;
   size_t count = 0;
   auto error = cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &last, nullptr, &count);
-  if (error != cudaSuccess || status != cudaStreamCaptureStatusActive || count != 1)
-    throw std::runtime_error("gradd captured copy: the stream is not capturing one line of work");
-  return last[0];
+  if (error != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return status == cudaStreamCaptureStatusActive && count == 1 ? last[0] : nullptr;
 }
 
 cudaError_t redirect_copy(cudaGraphExec_t exec, cudaGraphNode_t node, const copy_span& span) {

@@ -23,7 +23,8 @@ struct copy_span {
 void batched_copy(const std::vector<copy_span>& spans, cudaStream_t stream);
 
 /// Copies `span` on `stream`, which is capturing, by one launch of the
-/// batched copy's kernel, and returns the kernel node it added: a copy
+/// batched copy's kernel, and returns the kernel node it added (null where
+/// the capture does not name it: the stream not capturing): a copy
 /// whose graph instance can later write elsewhere (redirect_copy), where a
 /// memcpy node's instance takes new memory only if it is mapped as its old
 /// memory was (Note [Outputs shared across shapes], shared_outputs.cpp).

@@ -14,9 +14,9 @@
 // trials (Note [Bound inputs]) replay it while the training thread may hold
 // the other graphs' gradients, so until they are done it writes the scratch
 // buffers. Then the copies' kernel nodes are pointed at the older graph's
-// buffers and the scratch goes. (A memcpy node would not do: its instance
-// takes new memory only where it is mapped as the old was, and the pool's
-// expandable segments are mapped otherwise than the allocator's others.)
+// buffers and the scratch goes. (Kernel nodes, not memcpy nodes: a memcpy
+// node's instance takes new memory only where it is mapped as its old
+// memory was, and the scratch lies outside the pool.)
 // From then on either graph's launch overwrites the other's gradients, as
 // a launch in the pool already may overwrite any graph's outputs: the
 // pool's last hand-out is taken back before every launch (Note [Lent
@@ -75,7 +75,10 @@ void shared_outputs::divert(size_t leaf, at::Tensor& gradient, cudaStream_t stre
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   cudaGraph_t graph = nullptr;
   C10_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, nullptr, &graph));
-  copies_.push_back({graph, captured_copy(span, stream), leaf, span.source});
+  auto node = captured_copy(span, stream);
+  // Where the copy's node is not known, the scratch buffer stays the leaf's.
+  if (node)
+    copies_.push_back({graph, node, leaf, span.source});
   gradient = into;
   diverted_[leaf] = true;
 }
