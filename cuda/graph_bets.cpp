@@ -96,13 +96,17 @@ std::optional<bet_served> serve_bet(early_bet& bet, const bet_call& c) {
   auto lifted = lift_inputs(hit, *structure, why);
   if (!lifted)
     return std::nullopt;
-  auto table = structure->published();
-  auto it = table->shapes.find(lifted->shape);
-  if (table->plan_only || it == table->shapes.end() || it->second.graph != bet->graph)
-    return std::nullopt;  // another shape: the hook's graph path sorts it out
+  bool probed;
+  {
+    // Let go before the replay: the table holds every graph of the structure.
+    auto table = structure->published();
+    auto it = table->shapes.find(lifted->shape);
+    if (table->plan_only || it == table->shapes.end() || it->second.graph != bet->graph)
+      return std::nullopt;  // another shape: the hook's graph path sorts it out
+    probed = it->second.probed;
+  }
   structure->note_shape(lifted->shape);
   structure->mark_used(*bet->graph);
-  bool probed = it->second.probed;
   auto placed = std::move(bet);
   auto results = replay_hit(hit, *structure, lifted->shape, placed->graph,
                             lifted->call->tensor_args.inputs, *stream, times, probed,
