@@ -1,29 +1,28 @@
 // Leaf gradients shared by a structure's graphs (see shared_outputs.hpp).
 //
 // Note [Outputs shared across shapes]
-// A structure swept over batch sizes has a graph per shape in its stream's
-// pool (Note [One pool per stream]). Each capture reuses the intermediates
-// of the graphs before it, but not their outputs, which they still hold:
-// so the pool held one set of parameter gradients per shape, though every
-// shape's are the same size (a wide-mlp sweep: 8 MiB of gradients, 32 MiB
-// in the pool). A graph whose structure already has a graph in the pool
-// writes each leaf gradient into that graph's buffer instead: the capture
-// copies the gradient into a scratch buffer of the same layout (one launch
-// of gradd's batched copy), and the gradient's own memory goes back to the
-// pool for the rest of the graph and the captures after it. The graph's
-// trials (Note [Bound inputs]) replay it while the training thread may hold
-// the other graphs' gradients, so until they are done it writes the scratch
-// buffers. Then the copies' kernel nodes are pointed at the older graph's
-// buffers and the scratch goes. (Kernel nodes, not memcpy nodes: a memcpy
-// node's instance takes new memory only where it is mapped as its old
-// memory was, and the scratch lies outside the pool.)
-// From then on either graph's launch overwrites the other's gradients, as
-// a launch in the pool already may overwrite any graph's outputs: the
-// pool's last hand-out is taken back before every launch (Note [Lent
-// gradients]). Only gradients that nothing else in the graph holds are
-// shared, with the older buffer's dtype, sizes and strides, dense from
-// their storage's first byte; a graph cut into pieces shares none. The
-// buffers live as long as any graph that writes them.
+// A structure swept over batch sizes has a graph per shape in its stream's pool
+// (Note [One pool per stream]). Each capture reuses the intermediates of the
+// graphs before it, but not their outputs, which they still hold: so the pool
+// held one set of parameter gradients per shape, though every shape's are the
+// same size (a sweep of four batch sizes: four sets, where the stock engine
+// holds one). A graph whose structure already has a graph in the pool writes
+// each leaf gradient into that graph's buffer instead: the capture copies the
+// gradient into a scratch buffer of the same layout (one launch of gradd's
+// batched copy), and the gradient's own memory goes back to the pool for the
+// rest of the graph and the captures after it. The graph's trials (Note
+// [Bound inputs]) replay it while the training thread may hold the other
+// graphs' gradients, so until they are done it writes the scratch buffers. Then
+// the copies' kernel nodes are pointed at the older graph's buffers and the
+// scratch goes. (Kernel nodes, not memcpy nodes: a memcpy node's instance takes
+// new memory only where it is mapped as its old memory was, and the scratch
+// lies outside the pool.) From then on either graph's launch overwrites the
+// other's gradients, as a launch in the pool already may overwrite any graph's
+// outputs: the pool's last hand-out is taken back before every launch (Note
+// [Lent gradients]). Only gradients that nothing else in the graph holds are
+// shared, with the older buffer's dtype, sizes and strides, dense from their
+// storage's first byte; a graph cut into pieces shares none. The buffers live
+// as long as any graph that writes them.
 
 #include "cuda/shared_outputs.hpp"
 
