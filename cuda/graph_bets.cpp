@@ -33,7 +33,7 @@ placed_bet place_bet(uint64_t structure, structure_graphs& graphs, const backwar
                      c10::Stream stream, std::chrono::steady_clock::time_point walk_began) {
   auto start = std::chrono::steady_clock::now();
   auto& cache = graph_cache::instance();
-  auto graph = graph_to_bet_on(graphs, backward);
+  auto graph = graph_to_bet_on(graphs, *graphs.published(), backward);
   std::optional<backward_graph::early_launch> launch;
   if (graph)
     launch = graph->launch_early(c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, stream),

@@ -217,21 +217,21 @@ void keep_on_plans(structure_graphs& s, const hit_call& c, const std::string& wh
 }
 
 std::shared_ptr<backward_graph> graph_to_bet_on(const structure_graphs& s,
+                                                const published_graphs& table,
                                                 const backward_nodes& backward) {
-  auto table = s.published();
-  if (table->plan_only)
+  if (table.plan_only)
     return nullptr;
-  if (!table->bets_by_probe) {
+  if (!table.bets_by_probe) {
     if (!s.steady.load(std::memory_order_relaxed))
       return nullptr;
-    auto it = table->shapes.find(s.last_shape.load(std::memory_order_relaxed));
-    return it != table->shapes.end() ? it->second.graph : nullptr;
+    auto it = table.shapes.find(s.last_shape.load(std::memory_order_relaxed));
+    return it != table.shapes.end() ? it->second.graph : nullptr;
   }
   auto probe = probe_key(backward);
   if (!probe)
     return nullptr;
-  auto it = table->probed.find(*probe);
-  return it != table->probed.end() ? it->second : nullptr;
+  auto it = table.probed.find(*probe);
+  return it != table.probed.end() ? it->second : nullptr;
 }
 
 std::optional<variable_list> replay_hit(const hit_call& c, structure_graphs& s, uint64_t shape,

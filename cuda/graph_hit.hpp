@@ -24,6 +24,7 @@ class AutogradCompilerCall;
 
 namespace gradd::cuda {
 
+struct published_graphs;
 struct structure_graphs;
 
 /// The one CUDA stream every node that runs is on, if there is one: each
@@ -80,9 +81,10 @@ void keep_on_plans(structure_graphs& s, const hit_call& c, const std::string& wh
 
 /// The graph a backward of `s` bets on (Note [Early launch]), or null: with
 /// one graph, its shape's once two backwards in a row had it; with several,
-/// the one its probe names (Note [Shape probe]). Reads the published table
-/// (Note [Published graphs]).
+/// the one its probe names (Note [Shape probe]), in `table`, the structure's
+/// published one (Note [Published graphs]).
 std::shared_ptr<backward_graph> graph_to_bet_on(const structure_graphs& s,
+                                                const published_graphs& table,
                                                 const backward_nodes& backward);
 
 /// When a graph hit finished its walk and began its lift; an early launch

@@ -158,7 +158,10 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
     else
       placed->launch.reset();  // on another stream: lost, and launched again below on this one
   }
-  if (structure->published()->plan_only)
+  // Read once per backward, let go before the replay: it holds every graph
+  // of the structure (Note [Published graphs]).
+  auto table = structure->published();
+  if (table->plan_only)
     return std::nullopt;
   if (!structure->nodes_vetted.load(std::memory_order_acquire)) {
     if (auto hooked = hooks_inside_graph(c.table)) {
@@ -194,7 +197,7 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
 
   hit_times times{std::chrono::steady_clock::now(), {}};
   if (!weighed && policy.early_launch)
-    bet = graph_to_bet_on(*structure, {c.nodes, c.table});
+    bet = graph_to_bet_on(*structure, *table, {c.nodes, c.table});
   if (bet && !early)
     early = bet->launch_early(c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, *stream),
                               {c.nodes, c.table});
@@ -212,13 +215,11 @@ std::optional<variable_list> serve_from_graph(const graph_call& c) {
   std::shared_ptr<backward_graph> graph;
   bool probed = true;
   std::optional<std::vector<uint32_t>> copied;
-  {
-    auto table = structure->published();
-    if (auto it = table->shapes.find(shape); it != table->shapes.end()) {
-      graph = it->second.graph;
-      probed = it->second.probed;
-    }
+  if (auto it = table->shapes.find(shape); it != table->shapes.end()) {
+    graph = it->second.graph;
+    probed = it->second.probed;
   }
+  table.reset();
   if (!graph) {
     // A miss: the shape is captured now, or may be (Note [Published graphs]).
     std::lock_guard lock(structure->mutex);

@@ -116,8 +116,9 @@ void drop(const capture_request& r, structure_graphs& structure) {
 }
 
 /// The leaf buffers a new graph of `structure` captured into `pool` writes
-/// its gradients into (Note [Outputs shared across shapes]): any graph's of
-/// the structure in that pool, since all of them write the same ones.
+/// its gradients into (Note [Outputs shared across shapes]): those of the
+/// first graph of the structure found in that pool (the graphs that share
+/// write the same ones).
 std::vector<at::Tensor> kin_of(const structure_graphs& structure, const graph_pool& pool) {
   for (const auto& [shape, published] : structure.published()->shapes)
     if (auto kin = published.graph->kin_buffers(pool); !kin.empty())
