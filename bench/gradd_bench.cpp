@@ -44,7 +44,8 @@
 // and `max_memory_reserved` over the stock engine's (`step_peak_mb`,
 // `eager_step_peak_mb`, `step_reserved_mb`, `eager_step_reserved_mb`), the
 // stock engine's measured before gradd holds any graph, gradd's once the
-// graphs of a first, unmeasured round of the same steps are captured.
+// graphs of a first, unmeasured round of the same steps are captured;
+// `step_graph_backwards` counts the measured steps a graph served.
 // `--grad-ready-times` adds when the first and the median parameter
 // gradient were accumulated, in ms after the backward started, for both
 // engines. `--dump-ir DIR` writes each graph's IR (text and DOT) after
@@ -109,6 +110,8 @@ using namespace gradd::bench;
 constexpr int sweep_structures = 4;
 constexpr int sweep_batch_sizes = 4;
 constexpr int traced_steps = 10;
+/// Training steps whose memory is measured, per engine: one sweep of shapes.
+constexpr int measured_steps = 4;
 /// Untimed stock backwards before anything is timed: the CUDA context,
 /// cuBLAS handles, the caching allocator and the stock engine's device
 /// thread (cuDNN's plans are cached per thread) warm up here, not in
@@ -264,7 +267,7 @@ int run(const options& o) {
   if (snapshots)
     gradd::measure::record_allocation_stacks();
   if (measures_steps)
-    eager_step = training_step_peaks(*model, 0, false, device);
+    eager_step = training_step_peaks(*model, 0, false, device, measured_steps);
   if (snapshots)
     gradd::measure::write_memory_snapshot(o.memory_snapshot + "-stock.pickle");
   double first_ms = step(0, run_gradd).ms;
@@ -398,19 +401,27 @@ int run(const options& o) {
     if (measures_steps) {
       // Steady state: a first sweep of steps, unmeasured, lets every shape
       // it meets be captured, so no capture runs beside the measured ones.
-      training_step_peaks(*model, o.warmup + o.iters, true, device);
+      training_step_peaks(*model, o.warmup + o.iters, true, device, measured_steps);
       gradd::wait_for_compiles();
       if (snapshots)
         gradd::measure::record_allocation_stacks();
-      auto ours = training_step_peaks(*model, o.warmup + o.iters, true, device);
+      auto replays_before = gradd::stats().graph_backwards;
+      auto ours = training_step_peaks(*model, o.warmup + o.iters, true, device, measured_steps);
+      auto after = gradd::stats();
+      auto step_replays = after.graph_backwards - replays_before;
+      if (step_replays < measured_steps)  // what served the others says why
+        std::cerr << "gradd-bench: " << measured_steps - step_replays
+                  << " measured training steps had no graph; " << after << "\n";
       if (snapshots)
         gradd::measure::write_memory_snapshot(o.memory_snapshot + "-gradd.pickle");
       std::printf(", \"step_peak_ratio\": %.4f, \"step_reserved_ratio\": %.4f, "
                   "\"step_peak_mb\": %.1f, \"eager_step_peak_mb\": %.1f, "
-                  "\"step_reserved_mb\": %.1f, \"eager_step_reserved_mb\": %.1f",
+                  "\"step_reserved_mb\": %.1f, \"eager_step_reserved_mb\": %.1f, "
+                  "\"step_graph_backwards\": %llu",
                   static_cast<double>(ours.allocated) / eager_step.allocated,
                   static_cast<double>(ours.reserved) / eager_step.reserved, ours.allocated / 1e6,
-                  eager_step.allocated / 1e6, ours.reserved / 1e6, eager_step.reserved / 1e6);
+                  eager_step.allocated / 1e6, ours.reserved / 1e6, eager_step.reserved / 1e6,
+                  static_cast<unsigned long long>(step_replays));
     }
     if (device.is_cuda() && !o.create_graph) {
       // A backward recorded for a capture still under way holds the

@@ -75,11 +75,11 @@ int64_t backward_peak(models::model& model, int64_t step, bool with_gradd,
 /// The CUDA peaks of `steps` whole training steps from batch `step` on:
 /// forward, backward (with gradd or the stock engine), an Adam step with
 /// lr 0 (so the parameters stay as they are), each from a reset of the
-/// peaks; the largest of each. The default 4 is a whole sweep of shapes or
-/// structures (gradd_bench.cpp): every one of them once, from any `step`,
-/// so two engines measured from different steps see the same batches.
+/// peaks; the largest of each. gradd-bench measures 4, a whole sweep of
+/// shapes or structures: every one of them once, from any `step`, so two
+/// engines measured from different steps see the same batches.
 measure::device_peaks training_step_peaks(models::model& model, int64_t step, bool with_gradd,
-                                          const torch::Device& device, int steps = 4);
+                                          const torch::Device& device, int steps);
 
 /// Median, over `runs` backwards, of when the first and the median
 /// parameter gradient were ready (ms after the backward started).
