@@ -14,7 +14,8 @@ CUDA graph, and floor_ratio (gradd over floor), as gradd-bench gives them,
 and the whole training step's memory, forward + backward + an Adam step:
 step_peak_mb and step_reserved_mb (``max_memory_allocated`` and
 ``max_memory_reserved``), eager_step_peak_mb and eager_step_reserved_mb,
-step_peak_ratio and step_reserved_ratio (gradd over stock).
+step_peak_ratio and step_reserved_ratio (gradd over stock), and
+step_graph_backwards, how many of gradd's measured steps a graph served.
 ``--create-graph`` times gradient-penalty steps instead (no floor).
 """
 
@@ -272,7 +273,9 @@ def run(args):
         once(model, batch, last, args.device)
         served = grads(model)
         if measures_steps:
+            replays_before = gradd.stats()["graph_backwards"]
             gradd_step = step_memory(model, batch, last, args.device)
+            step_replays = gradd.stats()["graph_backwards"] - replays_before
         if args.mode == "both":
             first_median_ms, eager_first_median_ms = new_structure_firsts(
                 once, model, batch, last + 1, args.device)
@@ -314,6 +317,7 @@ def run(args):
             line[f"step_{key}_mb"] = round(ours_bytes / 2**20, 1)
             line[f"eager_step_{key}_mb"] = round(stock_bytes / 2**20, 1)
             line[f"step_{key}_ratio"] = round(ours_bytes / stock_bytes, 4)
+        line["step_graph_backwards"] = step_replays
     return line
 
 
