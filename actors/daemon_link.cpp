@@ -117,6 +117,8 @@ struct link {
     for (auto& job : queued)
       without_daemon(std::move(job), why);
     settle_out(why);
+    for (const auto& [graph_id, plan] : s.held)
+      no_answer(graph_id);
   }
 
   /// Every request out goes on without the daemon; their answers, if they
@@ -139,8 +141,18 @@ struct link {
   /// switch to it (Note [Agreement across ranks]); call before the plan is
   /// published. Its backwards then make the proposals (propose).
   void hold(uint64_t graph_id, uint64_t key) const {
-    state().held[graph_id] = {key, 0};
-    setup->sink->hold_for_agreement(graph_id);
+    state().held[graph_id] = {key, 0, {}};
+    // The daemon acknowledges a renewal by itself, at once (the earlier
+    // proposal hears `superseded`, or the renewal `exchanging`), so a
+    // backward that waits for that waits on the daemon, never on a rank.
+    auto longest_wait = std::chrono::milliseconds(config().daemon.agreement_timeout_ms);
+    setup->sink->hold_for_agreement(graph_id, longest_wait);
+  }
+
+  /// No answer is on its way for graph `graph_id`: its backwards stop
+  /// waiting for one (the stock engine serves them).
+  void no_answer(uint64_t graph_id) const {
+    setup->sink->included(graph_id, plan_sink::no_answer);
   }
 
   /// Sends this rank's proposal for a held plan. Without a daemon, or
@@ -149,22 +161,45 @@ struct link {
   void propose(uint64_t graph_id, uint64_t proposal) const {
     auto& s = state();
     auto found = s.held.find(graph_id);
-    if (found == s.held.end())
+    if (found == s.held.end()) {
+      no_answer(graph_id);  // held by a pipeline before this one, or settled
       return;
+    }
     if (!s.daemon) {
+      no_answer(graph_id);
       if (!s.connecting && clock::now() >= s.retry_at)
         connect();  // the daemon this proposal needs may be back
       return;
     }
     auto retry = found->second.proposals++;
+    found->second.unanswered[retry] = proposal;
     auto me = *this;
     self->request(state().daemon, std::chrono::milliseconds(config().daemon.agreement_timeout_ms),
                   agree_request{job.store, job.attempt, job.local_ranks, job.machine,
                                 job.machines, found->second.key, proposal, retry})
         .then(
-            [me, graph_id](agreed& answer) {
-              if (answer.serve_from == agreed::superseded
-                  || me.state().held.erase(graph_id) == 0)
+            [me, graph_id, retry](agreed& answer) {
+              if (answer.serve_from == agreed::superseded) {
+                // The daemon took in the next proposal instead: the answer
+                // is no earlier than that one.
+                auto held = me.state().held.find(graph_id);
+                if (held == me.state().held.end())
+                  return;
+                auto& unanswered = held->second.unanswered;
+                unanswered.erase(retry);
+                if (auto next = unanswered.find(retry + 1); next != unanswered.end())
+                  me.setup->sink->included(graph_id, next->second);
+                return;
+              }
+              if (answer.serve_from == agreed::exchanging) {
+                // The answer, maybe earlier, waits on the other machines:
+                // the backwards go on rather than wait for them.
+                if (auto held = me.state().held.find(graph_id); held != me.state().held.end())
+                  held->second.unanswered.erase(retry);
+                me.no_answer(graph_id);
+                return;
+              }
+              if (me.state().held.erase(graph_id) == 0)
                 return;  // an answer to an earlier proposal settled it
               if (!me.setup->sink->agree(graph_id, answer.serve_from))
                 me.say(log_level::warning,
@@ -172,9 +207,12 @@ struct link {
                            + std::to_string(answer.serve_from)
                            + " had passed when the answer came; this rank switches later");
             },
-            [me, graph_id](caf::error& error) {
-              if (me.state().held.count(graph_id) == 0)
+            [me, graph_id, retry](caf::error& error) {
+              auto held = me.state().held.find(graph_id);
+              if (held == me.state().held.end())
                 return;
+              held->second.unanswered.erase(retry);
+              me.no_answer(graph_id);
               me.say(log_level::warning,
                      "graph " + std::to_string(graph_id) + ": no agreement yet from "
                          + me.daemon_name() + " (" + me.self->system().render(error)

@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -73,10 +74,12 @@ struct daemon_link_state {
   std::string said;  ///< the last problem logged, so each is said once
   std::function<statistics_fields()> own_statistics;  ///< what it reports
   /// Graphs whose plans are held for an agreement: the key they are agreed
-  /// under, and how many proposals this rank made.
+  /// under, how many proposals this rank made, and those the daemon has not
+  /// answered yet, by their number.
   struct held_plan {
     uint64_t key = 0;
     uint32_t proposals = 0;
+    std::map<uint32_t, uint64_t> unanswered;
   };
   std::unordered_map<uint64_t, held_plan> held;
 };

@@ -89,8 +89,11 @@ struct agree_request {
 
 struct agreed {
   /// The answer to a proposal the same rank renewed before the job agreed:
-  /// the later proposal's answer is the one that counts.
+  /// the later proposal, taken in instead, hears the answer.
   static constexpr uint64_t superseded = 0;
+  /// The answer to a renewal that came during the store exchange: not taken
+  /// in (the answer may be earlier), and heard by the rank's earlier proposal.
+  static constexpr uint64_t exchanging = UINT64_MAX;
   uint64_t serve_from = superseded;
 };
 

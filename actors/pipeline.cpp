@@ -95,9 +95,11 @@ bool pipeline::submit(uint64_t graph_id, compiler::graph node_table) {
   return true;
 }
 
-void pipeline::propose(uint64_t graph_id, uint64_t proposal) {
-  if (impl_->link)
-    caf::anon_send(impl_->link, rank_proposal{graph_id, proposal});
+bool pipeline::propose(uint64_t graph_id, uint64_t proposal) {
+  if (!impl_->link || impl_->stopping.load())
+    return false;
+  caf::anon_send(impl_->link, rank_proposal{graph_id, proposal});
+  return true;
 }
 
 bool pipeline::wait_idle(std::chrono::milliseconds timeout) {

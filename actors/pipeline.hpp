@@ -52,8 +52,8 @@ public:
 
   /// Sends this rank's proposal of the backward index from which graph
   /// `graph_id`'s held plan serves to the daemon (Note [Agreement across
-  /// ranks]). Never blocks. Thread-safe.
-  void propose(uint64_t graph_id, uint64_t proposal);
+  /// ranks]). Never blocks. Thread-safe. False without a daemon link.
+  bool propose(uint64_t graph_id, uint64_t proposal);
 
   /// Waits until every graph submitted before the call has settled, at
   /// most `timeout`: a request to the registry. Thread-safe; not from an

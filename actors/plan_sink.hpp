@@ -46,8 +46,14 @@ public:
 
   /// Holds the graph's plan back until agree() (Note [Agreement across
   /// ranks]): call before it is published. Its backwards propose when to
-  /// switch through pipeline::propose (the engine's side of the note).
-  virtual void hold_for_agreement(uint64_t graph_id) = 0;
+  /// switch through pipeline::propose (the engine's side of the note), and
+  /// wait for an answer they could be due at most `longest_wait`.
+  virtual void hold_for_agreement(uint64_t graph_id, std::chrono::milliseconds longest_wait) = 0;
+
+  /// The daemon took in the graph's proposal `proposal` before answering
+  /// (graph_record::included); no_answer: none is on its way.
+  virtual void included(uint64_t graph_id, uint64_t proposal) = 0;
+  static constexpr uint64_t no_answer = UINT64_MAX;
 
   /// The graph's plan serves from backward `serve_from` on. False when this
   /// rank's backwards had passed that index already (it switches late).

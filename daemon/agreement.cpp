@@ -41,6 +41,12 @@ void settle_agreement(service_pointer self, const agreement_id& id, uint64_t ser
   s.agreed[id] = serve_from;
 }
 
+/// Store rounds an agreement runs at most. A renewal that comes during a
+/// round is not in it; the next round takes it in, and the machines settle
+/// on the first round that finds no more than the one before (so on every
+/// machine alike), or on the last.
+constexpr uint32_t max_store_rounds = 4;
+
 /// One machine's part of an agreement across machines, on a thread of its
 /// own: the exchange blocks until every machine has written.
 void store_exchanger(caf::blocking_actor* self, store_round round, agreement_id id,
@@ -52,6 +58,28 @@ void store_exchanger(caf::blocking_actor* self, store_round round, agreement_id 
     result.error = error.what();
   }
   self->send(service, std::move(result));
+}
+
+/// The largest of this machine's ranks' latest proposals, and `floor`.
+uint64_t largest_here(const service_state::agreement& a, uint64_t floor) {
+  for (const auto& [client, proposal] : a.proposals)
+    floor = std::max(floor, proposal.first);
+  return floor;
+}
+
+/// Hands this machine's largest proposal to the next store round.
+void start_store_round(service_pointer self, const agreement_id& id,
+                       service_state::agreement& a, uint64_t largest) {
+  a.exchanging = self->state.store_rounds[id]++;
+  a.rounds += 1;
+  store_round round{std::get<0>(id),
+                    store_prefix(std::get<1>(id), std::get<2>(id), *a.exchanging),
+                    a.machine,
+                    a.machines,
+                    largest,
+                    std::chrono::milliseconds(self->state.config.daemon.agreement_timeout_ms)};
+  self->spawn(store_exchanger, std::move(round), id, *a.exchanging,
+              caf::actor_cast<service_actor>(self));
 }
 
 } // namespace
@@ -83,29 +111,26 @@ caf::typed_response_promise<actors::agreed> on_agree(service_pointer self,
     s.agreed.erase(decided);  // a first proposal: the structure's plan is new again (a reset)
   }
   auto& a = s.agreements[id];
-  auto& latest = a.proposals[sender];
-  if (latest.second.pending())
-    latest.second.deliver(actors::agreed{actors::agreed::superseded});
-  latest = {request.proposal, promise};
-  a.machines = request.machines;
-  if (a.proposals.size() < request.local_ranks || a.exchanging)
-    return promise;
-  uint64_t largest = 0;
-  for (const auto& [client, proposal] : a.proposals)
-    largest = std::max(largest, proposal.first);
-  if (request.machines == 1) {
-    settle_agreement(self, id, largest);
+  if (a.exchanging) {
+    // The round under way may settle below this proposal: the rank hears
+    // the answer with its earlier one, and a next round takes this in.
+    if (auto rank = a.proposals.find(sender); rank != a.proposals.end())
+      rank->second.first = std::max(rank->second.first, request.proposal);
+    promise.deliver(actors::agreed{actors::agreed::exchanging});
     return promise;
   }
-  a.exchanging = s.store_rounds[id]++;
-  store_round round{request.job,
-                    store_prefix(request.attempt, request.key, *a.exchanging),
-                    request.machine,
-                    request.machines,
-                    largest,
-                    std::chrono::milliseconds(s.config.daemon.agreement_timeout_ms)};
-  self->spawn(store_exchanger, std::move(round), id, *a.exchanging,
-              caf::actor_cast<service_actor>(self));
+  auto& latest = a.proposals[sender];
+  if (latest.second.pending())  // taken in instead, which the rank hears
+    latest.second.deliver(actors::agreed{actors::agreed::superseded});
+  latest = {request.proposal, promise};
+  a.machine = request.machine;
+  a.machines = request.machines;
+  if (a.proposals.size() < request.local_ranks)
+    return promise;
+  if (request.machines == 1)
+    settle_agreement(self, id, largest_here(a, 0));
+  else
+    start_store_round(self, id, a, largest_here(a, 0));
   return promise;
 }
 
@@ -120,7 +145,14 @@ void on_machines_agreed(service_pointer self, machines_agreed& result) {
   if (!current)
     return;  // dropped meanwhile: a rank of it went away
   if (result.serve_from) {
-    settle_agreement(self, result.id, *result.serve_from);
+    auto& a = found->second;
+    auto found_largest = *result.serve_from;
+    if (a.last_round == found_largest || a.rounds >= max_store_rounds) {
+      settle_agreement(self, result.id, found_largest);
+      return;
+    }
+    a.last_round = found_largest;
+    start_store_round(self, result.id, a, largest_here(a, found_largest));
     return;
   }
   for (auto& [rank, proposal] : found->second.proposals)

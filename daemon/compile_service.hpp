@@ -104,8 +104,11 @@ struct service_state {
     /// Each rank's latest proposal, and the promise of its answer.
     std::map<caf::actor_addr, std::pair<uint64_t, caf::typed_response_promise<actors::agreed>>>
         proposals;
+    uint32_t machine = 0;                ///< this machine's index in the job
     uint32_t machines = 1;               ///< the job's, as its ranks say
     std::optional<uint64_t> exchanging;  ///< the round in the job's store
+    std::optional<uint64_t> last_round;  ///< the largest the previous round found
+    uint32_t rounds = 0;                 ///< store rounds this agreement ran
   };
 
   settings config;

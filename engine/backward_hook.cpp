@@ -188,15 +188,17 @@ private:
         return true;
     }
     auto index = r.seen.fetch_add(1, std::memory_order_relaxed);
+    if (r.serve_from.load() == graph_record::not_agreed
+        && r.state.load(std::memory_order_acquire) == graph_state::ready) {
+      // Held for an agreement: this backward may propose (again), and runs
+      // the stock engine unless it is the agreed one, which it may have to
+      // wait to hear.
+      if (auto proposal = r.propose_at(index); proposal && !state_.propose(r.id, *proposal))
+        r.included(graph_record::not_agreed);  // gradd is stopping: nothing answers
+      r.wait_agreement(index);
+    }
     auto from = r.serve_from.load();
-    if (from != graph_record::not_agreed)
-      return index >= from;
-    // Held for an agreement: the stock engine serves, nothing waits, and
-    // once the plan is published this backward may propose (again).
-    if (r.state.load(std::memory_order_acquire) == graph_state::ready)
-      if (auto proposal = r.propose_at(index))
-        state_.propose(r.id, *proposal);
-    return false;
+    return from != graph_record::not_agreed && index >= from;
   }
 
   bool fits(const graph_record& r) const {

@@ -139,10 +139,9 @@ bool engine_state::submit(uint64_t graph_id, compiler::graph node_table) {
   return pipeline_ && pipeline_->submit(graph_id, std::move(node_table));
 }
 
-void engine_state::propose(uint64_t graph_id, uint64_t proposal) {
+bool engine_state::propose(uint64_t graph_id, uint64_t proposal) {
   std::shared_lock lock(pipeline_mutex_);
-  if (pipeline_)
-    pipeline_->propose(graph_id, proposal);
+  return pipeline_ && pipeline_->propose(graph_id, proposal);
 }
 
 bool engine_state::wait_idle(std::chrono::milliseconds timeout) {

@@ -82,7 +82,8 @@ public:
 
   /// Sends this rank's proposal of when graph `graph_id` switches to its
   /// plan to the pipeline's daemon link (Note [Agreement across ranks]).
-  void propose(uint64_t graph_id, uint64_t proposal);
+  /// False where none can take it.
+  bool propose(uint64_t graph_id, uint64_t proposal);
 
   /// Waits for the pipeline to go idle; true if there is none. Does not
   /// hold up a concurrent stop.

@@ -17,7 +17,9 @@ void graph_record::notify_settled() {
   settled_.notify_all();
 }
 
-void graph_record::hold_for_agreement() {
+void graph_record::hold_for_agreement(std::chrono::milliseconds wait_at_most) {
+  longest_wait.store(wait_at_most);
+  agreed_at_least.store(not_agreed);
   proposal.store(0);
   // The first proposal's lead comes from the rate of the backwards from
   // now on (propose_at). A fixed first lead was passed before the answer
@@ -44,7 +46,11 @@ std::optional<uint64_t> graph_record::propose_at(uint64_t index) {
   auto now = std::chrono::steady_clock::now().time_since_epoch().count();
   auto horizon = std::chrono::nanoseconds(agreement_horizon).count();
   auto last_ns = proposed_ns.load();
-  if (now - last_ns < horizon / 4) {
+  // A backward that reached the latest proposal renews it at once: it is
+  // to wait for the daemon to take in the renewal (wait_agreement).
+  auto latest = proposal.load();
+  bool reached = latest != 0 && index >= latest;
+  if (now - last_ns < horizon / 4 && !reached) {
     renew_at.store(due);
     return std::nullopt;
   }
@@ -52,11 +58,13 @@ std::optional<uint64_t> graph_record::propose_at(uint64_t index) {
   auto last_index = proposed_index.exchange(index);
   auto lead = agreement_lead;
   if (index > last_index) {
-    auto per_horizon = static_cast<double>(index - last_index) * horizon / (now - last_ns);
+    auto per_horizon =
+        static_cast<double>(index - last_index) * horizon / std::max<int64_t>(now - last_ns, 1);
     lead = std::max(lead, static_cast<uint64_t>(per_horizon) + 1);
   }
   auto next = index + 2 * lead;
-  proposal.store(next);
+  if (proposal.exchange(next) == 0)
+    agreed_at_least.store(next);  // the daemon cannot answer without it
   renew_at.store(index + lead);
   return next;
 }
@@ -64,7 +72,28 @@ std::optional<uint64_t> graph_record::propose_at(uint64_t index) {
 bool graph_record::agree(uint64_t index) {
   auto held = not_agreed;
   serve_from.compare_exchange_strong(held, index);
+  notify_settled();
   return seen.load() <= index;
+}
+
+void graph_record::included(uint64_t index) {
+  auto known = agreed_at_least.load();
+  // After no_agreement (not_agreed), a daemon that is back acknowledges anew.
+  while ((known == not_agreed || index > known)
+         && !agreed_at_least.compare_exchange_weak(known, index)) {
+  }
+  notify_settled();
+}
+
+void graph_record::wait_agreement(uint64_t index) {
+  auto answered_or_ahead = [&] {
+    return serve_from.load() != not_agreed || agreed_at_least.load() > index;
+  };
+  if (answered_or_ahead())
+    return;
+  std::unique_lock lock(settle_mutex_);
+  if (!settled_.wait_for(lock, longest_wait.load(), answered_or_ahead))
+    agreed_at_least.store(not_agreed);
 }
 
 plan_table::lookup plan_table::find(const capture::structural_key& key,

@@ -53,19 +53,27 @@ struct graph_record {
   // structure, so that hooks that launch collectives (DDP's) fire in the
   // same order on every rank. Each backward of the structure takes the next
   // index from `seen`; the plan serves from index `serve_from` on. A rank
-  // whose plan is held for an agreement serves the stock engine and never
-  // waits: once the plan is published, a backward proposes its index plus
-  // twice a lead (through the daemon link), and proposes again once the
-  // backwards have come within one lead of that, until the daemon's answer,
-  // the largest of every rank's latest proposal, sets `serve_from`. So every
-  // rank's latest proposal is at least a lead ahead of it, which is the
-  // time the answer has to reach it: the backwards of agreement_horizon at
-  // the rate since the last proposal (for the first, since the plan was
-  // held), taken over a quarter horizon at least, and at least
-  // agreement_lead. 0 means no agreement: proposals are never 0. An answer
-  // that takes longer than the lead leaves that rank switching later than
-  // the others; with 100 ms that was 1 run in 5 of the two-machine case on
-  // a loaded 2-core VM, with 250 ms 1 in 15.
+  // whose plan is held for an agreement serves the stock engine: once the
+  // plan is published, a backward proposes its index plus twice a lead
+  // (through the daemon link), and proposes again once the backwards have
+  // come within one lead of that, until the daemon's answer, the largest of
+  // every rank's latest proposal, sets `serve_from`. The lead is the
+  // backwards of agreement_horizon at the rate since the last proposal (for
+  // the first, since the plan was held), taken over a quarter horizon at
+  // least, and at least agreement_lead. 0 means no agreement: proposals are
+  // never 0.
+  //
+  // The answer is at least every proposal the daemon took in before it
+  // answered: the first always (it cannot answer without it), a renewal
+  // once the daemon has acknowledged it (daemon link, `included`).
+  // `agreed_at_least` is the largest such proposal. A backward below it
+  // runs the stock engine knowing that the switch is still ahead; one that
+  // reaches it without an answer renews and waits for the answer or the
+  // acknowledgement, at most `longest_wait`, so that no rank passes the
+  // agreed index unknowing. The daemon acknowledges by itself, at once, so
+  // the wait is on the daemon, never on another rank; a renewal that comes
+  // during a store exchange hears `exchanging` (the exchange waits on the
+  // other machines), and the backwards stop waiting (included()).
   static constexpr uint64_t not_agreed = UINT64_MAX;
   static constexpr uint64_t agreement_lead = 4;
   static constexpr std::chrono::milliseconds agreement_horizon{250};
@@ -75,14 +83,19 @@ struct graph_record {
   std::atomic<uint64_t> renew_at{0};    ///< the backward that proposes again
   std::atomic<uint64_t> proposed_index{0};  ///< the backward that proposed last
   std::atomic<int64_t> proposed_ns{0};      ///< and when (steady clock)
+  /// The answer is known to be no earlier; not_agreed: nothing to wait for.
+  std::atomic<uint64_t> agreed_at_least{not_agreed};
+  std::atomic<std::chrono::milliseconds> longest_wait{};  ///< set by hold_for_agreement
 
   /// Waits until the record leaves `pending`, at most `timeout`.
   bool wait_settled(std::chrono::milliseconds timeout);
   /// Wakes wait_settled; call after changing `state`.
   void notify_settled();
 
-  /// Holds the plan back until agree(): the stock engine serves meanwhile.
-  void hold_for_agreement();
+  /// Holds the plan back until agree(): the stock engine serves meanwhile,
+  /// and a backward that reaches agreed_at_least waits for the answer at
+  /// most `longest_wait`.
+  void hold_for_agreement(std::chrono::milliseconds longest_wait);
   /// While the plan is held: the proposal backward `index` makes, if it is
   /// the one to propose (again); stored as the latest.
   std::optional<uint64_t> propose_at(uint64_t index);
@@ -91,6 +104,14 @@ struct graph_record {
   /// rank's backwards had already passed `index`: it switches later than
   /// the others.
   bool agree(uint64_t index);
+  /// The daemon took in proposal `index` before any answer (the answer is
+  /// no earlier); not_agreed: no answer is on its way (no daemon, or it
+  /// failed), so backwards stop waiting for one.
+  void included(uint64_t index);
+  /// Backward `index` of a held plan waits while the answer could be
+  /// `index` and is not known yet, at most longest_wait (after which no
+  /// backward waits again).
+  void wait_agreement(uint64_t index);
 
 private:
   std::mutex settle_mutex_;

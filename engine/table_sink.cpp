@@ -44,9 +44,16 @@ void table_sink::drop_pending() {
   table_.drop_pending();
 }
 
-void table_sink::hold_for_agreement(uint64_t graph_id) {
+void table_sink::hold_for_agreement(uint64_t graph_id, std::chrono::milliseconds longest_wait) {
   if (auto record = table_.record(graph_id))
-    record->hold_for_agreement();
+    record->hold_for_agreement(longest_wait);
+}
+
+static_assert(table_sink::no_answer == graph_record::not_agreed);
+
+void table_sink::included(uint64_t graph_id, uint64_t proposal) {
+  if (auto record = table_.record(graph_id))
+    record->included(proposal);
 }
 
 bool table_sink::agree(uint64_t graph_id, uint64_t serve_from) {

@@ -18,7 +18,8 @@ public:
   void fail(uint64_t graph_id, time_point retry_at) override;
   void drop(uint64_t graph_id) override;
   void drop_pending() override;
-  void hold_for_agreement(uint64_t graph_id) override;
+  void hold_for_agreement(uint64_t graph_id, std::chrono::milliseconds longest_wait) override;
+  void included(uint64_t graph_id, uint64_t proposal) override;
   bool agree(uint64_t graph_id, uint64_t serve_from) override;
 
 private:

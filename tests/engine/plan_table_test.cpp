@@ -91,7 +91,7 @@ TEST_CASE("a held plan's first proposal leads by the horizon at its recent backw
   graph_record record(1, key_of(7));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   record.seen.store(8);
-  record.hold_for_agreement();
+  record.hold_for_agreement(std::chrono::milliseconds(0));
   CHECK_FALSE(record.propose_at(408));  // not within a quarter horizon of the hold
   std::this_thread::sleep_for(std::chrono::milliseconds(70));
   auto first = record.propose_at(408);
@@ -99,4 +99,78 @@ TEST_CASE("a held plan's first proposal leads by the horizon at its recent backw
   CHECK(*first >= 408 + 2 * 500);
   CHECK(record.renew_at.load() >= 408 + 500);
   CHECK_FALSE(record.propose_at(409));  // not due until within one lead
+}
+
+namespace {
+
+/// A record held for an agreement, whose first proposal has been made.
+uint64_t first_proposal(graph_record& record, std::chrono::milliseconds longest_wait) {
+  record.hold_for_agreement(longest_wait);
+  std::this_thread::sleep_for(graph_record::agreement_horizon / 4 + std::chrono::milliseconds(5));
+  auto first = record.propose_at(graph_record::agreement_lead);
+  REQUIRE(first);
+  return *first;
+}
+
+} // namespace
+
+TEST_CASE("a held backward that could be the agreed one waits to hear; one before it does not",
+          "[engine][agreement]") {
+  graph_record record(1, key_of(8));
+  auto first = first_proposal(record, std::chrono::seconds(30));
+  // The daemon cannot answer without the first proposal: the answer is no earlier.
+  CHECK(record.agreed_at_least.load() == first);
+  record.wait_agreement(first - 1);  // returns at once, or the case hangs for 30 s
+
+  SECTION("the answer ends the wait") {
+    std::atomic<bool> answered{false};
+    bool answered_when_done = false;  // checked here: Catch2 asserts on one thread
+    std::thread backward([&] {
+      record.wait_agreement(first);
+      answered_when_done = answered.load();
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    answered.store(true);
+    bool in_time = record.agree(first);
+    backward.join();
+    CHECK(answered_when_done);
+    CHECK(in_time);
+    CHECK(record.serve_from.load() == first);
+  }
+  SECTION("so does the daemon taking in a later proposal, with no answer yet") {
+    std::atomic<bool> renewed{false};
+    bool renewed_when_done = false;
+    std::thread backward([&] {
+      record.wait_agreement(first);
+      renewed_when_done = renewed.load();
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    renewed.store(true);
+    record.included(first + 10);
+    backward.join();
+    CHECK(renewed_when_done);
+    CHECK(record.serve_from.load() == graph_record::not_agreed);
+    record.included(first + 5);  // an acknowledgement that crossed a later one
+    CHECK(record.agreed_at_least.load() == first + 10);
+  }
+  SECTION("and word that no answer comes") {
+    std::thread backward([&] { record.wait_agreement(first); });
+    record.included(graph_record::not_agreed);
+    backward.join();
+    record.wait_agreement(first + 100);
+    record.included(first + 10);  // a daemon back again
+    CHECK(record.agreed_at_least.load() == first + 10);
+  }
+}
+
+TEST_CASE("a held backward waits for its answer no longer than the hold allows",
+          "[engine][agreement]") {
+  graph_record record(1, key_of(9));
+  auto first = first_proposal(record, std::chrono::milliseconds(50));
+  auto start = clock_type::now();
+  record.wait_agreement(first);
+  CHECK(clock_type::now() - start >= std::chrono::milliseconds(50));
+  // Having waited once in vain, backwards stop waiting.
+  CHECK(record.agreed_at_least.load() == graph_record::not_agreed);
+  CHECK(record.serve_from.load() == graph_record::not_agreed);
 }
