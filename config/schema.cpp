@@ -205,7 +205,7 @@ const std::vector<key_spec>& schema() {
        "a daemon that was absent or lost is tried again after this",
        integer(GRADD_FIELD(daemon.retry_after_ms), 0)},
       {"daemon", "agreement_timeout_ms", "integer >= 0", "10000",
-       "async compiles: how long a rank's proposal of when to switch to a plan waits for the job's answer (the stock engine serves and the rank proposes again meanwhile); the bound of an exchange across machines",
+       "async compiles: how long a rank's proposal of when to switch to a plan waits for the job's answer (the stock engine serves and the rank proposes again meanwhile), and a backward for the daemon to take in its proposal; the bound of an exchange across machines",
        integer(GRADD_FIELD(daemon.agreement_timeout_ms), 0)},
       {"daemon", "max_clients", "integer >= 1", "256",
        "the daemon: connections it serves at once; more are refused",

@@ -11,16 +11,19 @@
 #include "bench/node_tables.hpp"
 #include "config/daemon_address.hpp"
 #include "config/token_file.hpp"
+#include "daemon/store_exchange.hpp"
 #include "daemon/test_daemon.hpp"
 #include "gradd/gradd.hpp"
 
 #include <caf/all.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
 
 #include <catch2/catch.hpp>
 
 #include <atomic>
 #include <csignal>
+#include <future>
 #include <thread>
 
 namespace {
@@ -181,6 +184,58 @@ TEST_CASE("the daemon refuses what breaks its rules, as gradd errors, and keeps 
     CHECK(again->plan == plan->plan);
   }
   CHECK(daemon.status("refused") >= 4);
+}
+
+TEST_CASE("across machines, a renewal during a store round hears 'exchanging' and the next "
+          "round takes it in; the machines settle when a round finds no more",
+          "[daemon][agreement]") {
+  case_folder folder;
+  c10d::TCPStoreOptions options;
+  options.port = 0;
+  options.isServer = true;
+  options.waitWorkers = false;
+  options.timeout = 20s;
+  c10d::TCPStore store("127.0.0.1", options);  // the job's; this test is machine 1
+  test_daemon daemon(folder);
+  raw_client client(daemon);
+  caf::scoped_actor self{*client.system};
+  REQUIRE(client.ask<gradd::actors::daemon_welcome>(
+      self, hello_with(gradd::read_token(daemon.token_file()))));
+  auto job = "127.0.0.1:" + std::to_string(store.getPort());
+  auto proposal = [&](uint64_t index, uint32_t retry) {
+    return gradd::actors::agree_request{job, 0, 1, 0, 2, 7, index, retry};
+  };
+  auto machine_wrote = [&](uint64_t round, uint32_t machine) {
+    auto value = store.get(gradd::daemon::store_prefix(0, 7, round) + std::to_string(machine));
+    return std::string(value.begin(), value.end());
+  };
+  auto write_machine_1 = [&](uint64_t round, const std::string& value) {
+    store.set(gradd::daemon::store_prefix(0, 7, round) + "1",
+              std::vector<uint8_t>(value.begin(), value.end()));
+  };
+
+  // The first proposal waits for the answer, on a thread of its own.
+  auto first = std::async(std::launch::async, [&] {
+    caf::scoped_actor rank{*client.system};
+    return client.ask<gradd::actors::agreed>(rank, proposal(100, 0));
+  });
+  CHECK(machine_wrote(0, 0) == "100");
+  auto renewal = client.ask<gradd::actors::agreed>(self, proposal(200, 1));
+  REQUIRE(renewal);
+  CHECK(renewal->serve_from == gradd::actors::agreed::exchanging);
+
+  write_machine_1(0, "50");              // round 0 finds 100
+  CHECK(machine_wrote(1, 0) == "200");   // round 1 takes the renewal in
+  write_machine_1(1, "50");              // and finds 200, more than round 0
+  CHECK(machine_wrote(2, 0) == "200");
+  write_machine_1(2, "50");              // round 2 finds no more: settled
+  auto answer = first.get();
+  REQUIRE(answer);
+  CHECK(answer->serve_from == 200);
+  auto late = client.ask<gradd::actors::agreed>(self, proposal(300, 2));
+  REQUIRE(late);
+  CHECK(late->serve_from == 200);  // a renewal after the answer hears it
+  CHECK(daemon.status("store_agreements") == 1);
 }
 
 TEST_CASE("the daemon's status counts its clients and the compiles running", "[daemon]") {
