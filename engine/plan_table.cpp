@@ -31,6 +31,7 @@ void graph_record::hold_for_agreement(std::chrono::milliseconds wait_at_most) {
   proposed_index.store(index);
   renew_at.store(index + agreement_lead);
   serve_from.store(not_agreed);
+  notify_settled();  // a backward waiting on an earlier hold: nothing to wait for now
 }
 
 std::optional<uint64_t> graph_record::propose_at(uint64_t index) {
