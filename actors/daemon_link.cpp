@@ -155,6 +155,16 @@ struct link {
     setup->sink->included(graph_id, plan_sink::no_answer);
   }
 
+  /// Proposal `retry` of graph `graph_id` was answered: the graph's held
+  /// plan, or null where an answer settled it already.
+  daemon_link_state::held_plan* answered(uint64_t graph_id, uint32_t retry) const {
+    auto found = state().held.find(graph_id);
+    if (found == state().held.end())
+      return nullptr;
+    found->second.unanswered.erase(retry);
+    return &found->second;
+  }
+
   /// Sends this rank's proposal for a held plan. Without a daemon, or
   /// without an answer, the plan stays held: the stock engine serves, and
   /// the backwards propose again, to the daemon that is back by then.
@@ -182,21 +192,16 @@ struct link {
               if (answer.serve_from == agreed::superseded) {
                 // The daemon took in the next proposal instead: the answer
                 // is no earlier than that one.
-                auto held = me.state().held.find(graph_id);
-                if (held == me.state().held.end())
-                  return;
-                auto& unanswered = held->second.unanswered;
-                unanswered.erase(retry);
-                if (auto next = unanswered.find(retry + 1); next != unanswered.end())
-                  me.setup->sink->included(graph_id, next->second);
+                if (auto* held = me.answered(graph_id, retry))
+                  if (auto next = held->unanswered.find(retry + 1); next != held->unanswered.end())
+                    me.setup->sink->included(graph_id, next->second);
                 return;
               }
               if (answer.serve_from == agreed::exchanging) {
                 // The answer, maybe earlier, waits on the other machines:
                 // the backwards go on rather than wait for them.
-                if (auto held = me.state().held.find(graph_id); held != me.state().held.end())
-                  held->second.unanswered.erase(retry);
-                me.no_answer(graph_id);
+                if (me.answered(graph_id, retry))
+                  me.no_answer(graph_id);
                 return;
               }
               if (me.state().held.erase(graph_id) == 0)
@@ -208,10 +213,8 @@ struct link {
                            + " had passed when the answer came; this rank switches later");
             },
             [me, graph_id, retry](caf::error& error) {
-              auto held = me.state().held.find(graph_id);
-              if (held == me.state().held.end())
+              if (!me.answered(graph_id, retry))
                 return;
-              held->second.unanswered.erase(retry);
               me.no_answer(graph_id);
               me.say(log_level::warning,
                      "graph " + std::to_string(graph_id) + ": no agreement yet from "
