@@ -217,7 +217,7 @@ MUTATIONS = [
        "  if (o.command == \"-h\" || o.command == \"--help\" || o.command == \"help\")\n    usage(\"help\");")],
      "gradd --help prints its usage*"),
     ("agreement_rate_of_a_burst", "a proposal's lead comes from the rate of any window, however short",
-     [("engine/plan_table.cpp", "  if (now - last_ns < horizon / 4) {",
+     [("engine/plan_table.cpp", "  if (now - last_ns < horizon / 4 && !reached) {",
        "  if (false) {")], "a held plan's first proposal*"),
     ("agreement_rate_since_claim", "the first proposal's rate counts from the claim, slow start included",
      [("engine/plan_table.cpp",
@@ -225,6 +225,12 @@ MUTATIONS = [
        "  proposed_index.store(index);",
        "  proposed_ns.store(claimed_at.time_since_epoch().count());\n"
        "  proposed_index.store(0);")], "a held plan's first proposal*"),
+    ("agreement_never_waits", "a held backward at its proposal runs on without the answer",
+     [("engine/plan_table.cpp", "  if (answered_or_ahead())\n    return;", "  return;")],
+     "[agreement]"),
+    ("agreement_one_store_round", "the machines settle on their first store round, renewals left out",
+     [("daemon/agreement.cpp", "    if (a.last_round == found_largest || a.rounds >= max_store_rounds) {",
+       "    if (true) {")], "[agreement]"),
 ]
 
 EXCLUDED = {".git", ".deps", ".whl", ".gl"}
