@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <utility>
 
 namespace gradd::actors {
 
@@ -181,12 +182,17 @@ struct link {
         connect();  // the daemon this proposal needs may be back
       return;
     }
-    auto retry = found->second.proposals++;
-    found->second.unanswered[retry] = proposal;
+    auto& plan = found->second;
+    auto retry = plan.proposals++;
+    plan.unanswered[retry] = proposal;
+    // A daemon cannot answer without a rank's first proposal to it, so that
+    // one is taken in: after a restart too.
+    if (std::exchange(plan.proposed_to, s.welcomes) != s.welcomes)
+      setup->sink->included(graph_id, proposal);
     auto me = *this;
     self->request(state().daemon, std::chrono::milliseconds(config().daemon.agreement_timeout_ms),
                   agree_request{job.store, job.attempt, job.local_ranks, job.machine,
-                                job.machines, found->second.key, proposal, retry})
+                                job.machines, plan.key, proposal, retry})
         .then(
             [me, graph_id, retry](agreed& answer) {
               if (answer.serve_from == agreed::superseded) {
@@ -344,6 +350,7 @@ struct link {
               auto& s = me.state();
               s.connecting = false;
               s.daemon = daemon;
+              s.welcomes += 1;
               me.self->monitor(daemon);
               // Ranks that agree on their switches ask instead: a plan loaded
               // at a miss would serve at once, at no agreed index.

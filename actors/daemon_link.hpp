@@ -65,6 +65,7 @@ struct daemon_link_state {
   daemon_link_state() = default;
 
   daemon_actor daemon;  ///< welcomed; invalid while there is none
+  uint32_t welcomes = 0;  ///< daemons welcomed so far: `daemon` is the last of them
   bool connecting = false;
   bool ticking = false;
   bool reporting = false;
@@ -74,12 +75,14 @@ struct daemon_link_state {
   std::string said;  ///< the last problem logged, so each is said once
   std::function<statistics_fields()> own_statistics;  ///< what it reports
   /// Graphs whose plans are held for an agreement: the key they are agreed
-  /// under, how many proposals this rank made, and those the daemon has not
-  /// answered yet, by their number.
+  /// under, how many proposals this rank made, those the daemon has not
+  /// answered yet, by their number, and the welcome of the daemon the last
+  /// one went to (0: none went).
   struct held_plan {
     uint64_t key = 0;
     uint32_t proposals = 0;
     std::map<uint32_t, uint64_t> unanswered;
+    uint32_t proposed_to = 0;
   };
   std::unordered_map<uint64_t, held_plan> held;
 };

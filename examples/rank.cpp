@@ -15,7 +15,7 @@
 //   ...
 //   structure=0 first_plan=0 plans=4
 //   ...
-//   longest_ms=2.1 longest_stock_ms=1.9
+//   longest_ms=2.1 longest_at=0 longest_stock_ms=1.9
 //   backwards=12 plan_backwards=12 ... daemon_plans=3 daemon_fallbacks=0
 //
 // Exit status: 0 when every gradient equalled the stock engine's, 1 if one
@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
     models.emplace_back(layers);
   std::vector<int> first_plan(models.size(), -1), plans(models.size(), 0);
   std::chrono::duration<double, std::milli> longest{0}, longest_stock{0};
+  int longest_at = -1;  // the step of the longest backward under gradd
   bool equal = true;
   // Step by step, one backward of each structure, as a training loop of
   // three models would.
@@ -98,7 +99,10 @@ int main(int argc, char** argv) {
       auto ours = models[m].backward(step);
       using ms = std::chrono::duration<double, std::milli>;
       longest_stock = std::max(longest_stock, ms(middle - start));
-      longest = std::max(longest, ms(std::chrono::steady_clock::now() - middle));
+      if (auto took = ms(std::chrono::steady_clock::now() - middle); took > longest) {
+        longest = took;
+        longest_at = step;
+      }
       bool by_plan = gradd::stats().plan_backwards > before;
       if (by_plan) {
         plans[m] += 1;
@@ -115,8 +119,8 @@ int main(int argc, char** argv) {
   for (size_t m = 0; m < models.size(); ++m)
     std::cout << "structure=" << m << " first_plan=" << first_plan[m] << " plans=" << plans[m]
               << "\n";
-  std::cout << "longest_ms=" << longest.count() << " longest_stock_ms=" << longest_stock.count()
-            << "\n";
+  std::cout << "longest_ms=" << longest.count() << " longest_at=" << longest_at
+            << " longest_stock_ms=" << longest_stock.count() << "\n";
   std::cout << gradd::stats() << std::endl;
   gradd::disable();
   return equal ? 0 : 1;

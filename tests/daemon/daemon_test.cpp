@@ -262,6 +262,37 @@ TEST_CASE("a daemon killed while ranks agree: no backward waits, and no rank swi
   }
 }
 
+TEST_CASE("a daemon restarted while ranks agree: they switch at one index through the new one",
+          "[daemon]") {
+  case_folder folder;
+  auto address = "127.0.0.1:" + std::to_string(free_port());
+  auto daemon = std::make_unique<test_daemon>(folder, "", address, "first");
+  auto job = job_env(free_port());
+  job[0] = "WORLD_SIZE=2";
+  auto policy = folder / "async.yaml";
+  write_file(policy, "daemon:\n  retry_after_ms: 100\n");
+  auto env_of = [&](size_t r) {
+    auto env = daemon->client_env();
+    env.insert(env.end(), job.begin(), job.end());
+    env.push_back("RANK=" + std::to_string(r));
+    return env;
+  };
+  std::vector<child_result> ranks(2);
+  // The first rank's plans are held and proposed to the first daemon, then
+  // again to the second; its first proposal to that one counts as taken in.
+  std::thread first([&, env = env_of(0)] { ranks[0] = run_rank(policy, env, 9000); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  daemon->signal(SIGKILL);
+  daemon->wait(std::chrono::seconds(10));
+  daemon = std::make_unique<test_daemon>(folder, "", address, "second");
+  ranks[1] = run_rank(policy, env_of(1), 9000);
+  first.join();
+  require_one_switch_index(ranks);
+  for (const auto& rank : ranks)
+    require_no_wait(rank);
+  CHECK(daemon->status("agreements") == 3);
+}
+
 TEST_CASE("two daemons standing for two machines agree through the job's TCPStore", "[daemon]") {
   case_folder folder;
   c10d::TCPStoreOptions options;
