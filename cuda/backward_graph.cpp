@@ -1,5 +1,5 @@
-// Capture, replay and gradient hand-out of one CUDA graph (see
-// backward_graph.hpp).
+// Replay and gradient hand-out of one CUDA graph (see backward_graph.hpp);
+// its capture: graph_capture.cpp.
 //
 // Gradients handed out without a copy: Note [Lent gradients],
 // lent_gradients.cpp.
@@ -8,53 +8,26 @@
 //
 // The cuts between the pieces of a graph, crossed at a replay: Note
 // [Piecewise graphs], piecewise.cpp.
-//
-// A recording captured into graphs, one per piece: program_capture.cpp.
 
 #include "cuda/backward_graph.hpp"
 
-#include "compiler/stock_order.hpp"
 #include "cuda/batched_copy.hpp"
-#include "cuda/blas_workspace.hpp"
 #include "cuda/graph_cache.hpp"
-#include "cuda/program_capture.hpp"
-#include "cuda/shape_key.hpp"
-#include "cuda/shared_outputs.hpp"
 #include "cuda/static_buffer.hpp"
 #include "execute/stock_steps.hpp"
-#include "functional/capture.hpp"
-#include "functional/interpret.hpp"
-#include "functional/passes.hpp"
 #include "functional/steps.hpp"
 
-#include <ATen/core/NamedTensor.h>
-#include <ATen/cuda/CUDAGraph.h>
-#include <c10/core/GradMode.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/autograd/utils/grad_layout_contract.h>
-#include <torch/csrc/dynamo/compiled_autograd.h>
 
-#include <algorithm>
 #include <chrono>
-#include <stdexcept>
-#include <thread>
-#include <unordered_map>
 
 namespace gradd::cuda {
 
 namespace {
 
 using torch::autograd::variable_list;
-
-/// A copy of wrapped scalar `t` that stays wrapped: type promotion treats
-/// a Python number below any tensor, a plain 0-dim tensor not so.
-at::Tensor wrapped_copy(const at::Tensor& t) {
-  auto copy = t.clone();
-  copy.unsafeGetTensorImpl()->set_wrapped_number(true);
-  return copy;
-}
 
 /// Makes `stream` wait for the work queued on `other` so far.
 void wait_for(c10::cuda::CUDAStream other, c10::cuda::CUDAStream stream) {
@@ -66,230 +39,6 @@ void wait_for(c10::cuda::CUDAStream other, c10::cuda::CUDAStream stream) {
 }
 
 } // namespace
-
-capture_request::~capture_request() {
-  if (keep_graph)
-    return;
-  for (uint32_t i = 0; i < backward.ir.nodes.size(); ++i)
-    if (backward.ir.nodes[i].needed)
-      backward.node(i).release_variables();
-}
-
-std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& request,
-                                                        c10::cuda::CUDAStream side,
-                                                        std::shared_ptr<graph_pool> pool,
-                                                        std::vector<at::Tensor> kin) {
-  if (request.delay_ms > 0)
-    std::this_thread::sleep_for(std::chrono::milliseconds(request.delay_ms));
-  // Eager work on the training stream, captures on `side`, both with the
-  // training stream's cuBLAS workspace (Note [One cuBLAS workspace per
-  // training stream]).
-  auto training = request.stream;
-  c10::cuda::CUDAGuard device(training.device_index());
-  shared_workspace_scope workspace(training, side);
-  c10::cuda::CUDAStreamGuard on_training(training);
-  auto recording = functional::record_lifted(*request.lifted, request.backward, *request.task,
-                                             request.num_outputs, training.unwrap(),
-                                             request.cut_outputs);
-  functional::run_passes(recording, request.passes);
-
-  std::shared_ptr<backward_graph> g(new backward_graph());
-  for (const auto& t : request.lifted->tensor_args.inputs) {
-    bool borrowed = t.defined() && t.is_leaf() && t.requires_grad();
-    bool baked = wrapped_scalar(t);  // Note [Python scalars in graphs]
-    g->borrowed_.push_back(borrowed);
-    g->baked_.push_back(baked);
-    g->inputs_.push_back(borrowed || !t.defined() ? t : baked ? wrapped_copy(t) : static_copy(t));
-    g->captured_at_.push_back(t.defined() ? g->inputs_.back().const_data_ptr() : nullptr);
-  }
-  at::NoGradGuard no_grad;
-  at::NoNamesGuard no_names;
-  g->device_ = training.device_index();
-  const auto& nodes = request.backward.walk.nodes;
-  const auto& table = request.backward.ir;
-  // The node of each accumulate_grad op, in op order (the order of the
-  // leaf gradients the capture collects), and the piece writing it; the
-  // nodes the graph is cut at, in op order, with where the piece after
-  // each reads its outputs (Note [Piecewise graphs]); the values the graph
-  // inputs define.
-  std::vector<uint32_t> leaf_nodes;
-  std::vector<uint32_t> leaf_pieces;
-  std::vector<bool> is_input(recording.ir.num_values);
-  for (uint32_t i = 0; i < recording.ir.ops.size(); ++i) {
-    const auto& o = recording.ir.ops[i];
-    if (o.kind == compiler::op_kind::accumulate_grad) {
-      leaf_nodes.push_back(o.node);
-      leaf_pieces.push_back(static_cast<uint32_t>(g->cuts_.size()));
-    } else if (o.kind == compiler::op_kind::call_node) {
-      cut c;
-      c.node = o.node;
-      c.op = i;
-      const auto& info = table.nodes[o.node];
-      const char* why = info.hooks != compiler::hook_counts{}            ? "hooks"
-                        : info.type_name == "torch::autograd::PyNode" ? "a Python Function"
-                                                                       : "state on the host";
-      g->cut_names_ += (g->cut_names_.empty() ? "" : ", ") + std::to_string(o.node) + " ("
-                       + info.type_name.substr(info.type_name.rfind(':') + 1) + ": " + why + ")";
-      for (const auto& t : request.cut_outputs.at(o.node))
-        c.outputs.push_back(t.defined() ? static_copy(t) : at::Tensor());
-      g->cuts_.push_back(std::move(c));
-    } else if (o.kind == compiler::op_kind::graph_input) {
-      for (auto v : o.results)
-        if (v != compiler::no_value)
-          is_input[v] = true;
-    }
-  }
-  auto cut_of = [&](uint32_t at) -> cut& {
-    return *std::find_if(g->cuts_.begin(), g->cuts_.end(), [at](const cut& c) { return c.op == at; });
-  };
-
-  functional::interpret_options options;
-  options.leaves = functional::leaf_gradients::collect;
-  options.stream = training.unwrap();
-  options.call_node = [&](uint32_t at, variable_list, const std::vector<at::Tensor>&) {
-    return cut_of(at).outputs;
-  };
-  // Warm-up: kernels' modules load before the capture. It writes no memory
-  // of the pool, and the workspace it shares is the training stream's, in
-  // order with that stream's own work.
-  functional::interpret(recording, nodes, g->inputs_, options);
-
-  auto hooked = [&](uint32_t node) { return table.nodes[node].hooks != compiler::hook_counts{}; };
-  // Where leaves are called live or the graph is cut, the graph marks
-  // where each leaf's gradient is ready, and each waits for its own (Note
-  // [Live leaves]).
-  auto capture_options = options;
-  capture_options.stream = side.unwrap();
-  // Pieces share no outputs: a piece's leaves are handed out between cuts.
-  shared_outputs shared = g->cuts_.empty() && !kin.empty() ? shared_outputs(std::move(kin))
-                                                           : shared_outputs();
-  bool marks_leaves = !g->cuts_.empty() || std::any_of(leaf_nodes.begin(), leaf_nodes.end(), hooked);
-  if (marks_leaves) {
-    g->leaf_stream_ = c10::cuda::getStreamFromPool(false, g->device_);
-    for (size_t k = 0; k < leaf_nodes.size(); ++k) {
-      g->ready_.push_back(nullptr);  // owned by g from here
-      C10_CUDA_CHECK(cudaEventCreateWithFlags(&g->ready_.back(), cudaEventDisableTiming));
-    }
-  }
-  capture_options.after_leaf = [&](size_t leaf, at::Tensor& gradient) {
-    shared.divert(leaf, gradient, side.stream());
-    if (marks_leaves)
-      C10_CUDA_CHECK(cudaEventRecordWithFlags(g->ready_.at(leaf), side.stream(),
-                                              cudaEventRecordExternal));
-  };
-  // At a cut, where the node's inputs and the values in flight past it lie.
-  auto at_cut = [&](uint32_t at, const variable_list& inputs,
-                    const std::vector<at::Tensor>& in_flight) {
-    auto& c = cut_of(at);
-    for (const auto& t : inputs)
-      c.inputs.push_back(t.defined() ? std::optional(place(0, t)) : std::nullopt);
-    for (uint32_t v = 0; v < in_flight.size(); ++v)
-      if (in_flight[v].defined() && !is_input[v])
-        c.in_flight.push_back(place(v, in_flight[v]));
-    return c.outputs;
-  };
-  auto [graphs, outputs] =
-      capture_program(recording, nodes, g->inputs_, capture_options, pool->id(), side, at_cut);
-  g->pool_ = std::move(pool);  // with each capture's share of it
-  g->graph_ = graphs[0];
-  for (size_t k = 0; k < g->cuts_.size(); ++k)
-    g->cuts_[k].graph = graphs[k + 1];
-  C10_CUDA_CHECK(cudaGraphInstantiate(&g->exec_, g->graph_, 0));
-  for (auto& c : g->cuts_)
-    C10_CUDA_CHECK(cudaGraphInstantiate(&c.exec, c.graph, 0));
-  g->live_nodes_ = g->cuts_.size();
-  g->replayed_.emplace();
-  bool reads_workspace = points_into(g->graph_, workspace.shared());
-  for (const auto& c : g->cuts_)
-    reads_workspace = reads_workspace || points_into(c.graph, workspace.shared());
-  if (reads_workspace)
-    g->workspace_stream_ = training.stream();
-
-  // Which outputs are handed out alone (Note [Lent gradients]): the stock
-  // engine steals a gradient tensor that nothing else holds.
-  std::unordered_map<const c10::TensorImpl*, int> users;
-  auto count = [&](const at::Tensor& t) {
-    if (t.defined())
-      ++users[t.unsafeGetTensorImpl()];
-  };
-  for (const auto& input : g->inputs_)
-    count(input);
-  for (const auto& [leaf, gradient] : outputs.leaf_gradients)
-    count(gradient);
-  for (const auto& result : outputs.results)
-    count(result);
-  for (auto& [leaf, gradient] : outputs.leaf_gradients) {
-    leaf_gradient out;
-    out.leaf = leaf;
-    out.position = static_cast<uint32_t>(g->leaves_.size());
-    out.node = leaf_nodes.at(out.position);
-    out.piece = leaf_pieces.at(out.position);
-    out.live = hooked(out.node);
-    g->live_nodes_ += out.live;
-    if (gradient.defined())
-      out.exclusive = users[gradient.unsafeGetTensorImpl()] == 1;
-    out.buffer = std::move(gradient);
-    g->leaves_.push_back(std::move(out));
-  }
-  // Handed out as the stock engine reaches them: a leaf's hook sees the
-  // `.grad` of the leaves before it written, and of those after it not yet.
-  // A piece's leaves come once it is launched.
-  std::vector<uint32_t> reached(table.nodes.size());
-  auto order = compiler::stock_order(table);
-  for (uint32_t k = 0; k < order.size(); ++k)
-    reached[order[k]] = k;
-  std::stable_sort(g->leaves_.begin(), g->leaves_.end(),
-                   [&](const leaf_gradient& a, const leaf_gradient& b) {
-                     return std::pair(a.piece, reached[a.node]) < std::pair(b.piece, reached[b.node]);
-                   });
-  g->results_ = std::move(outputs.results);
-  if (g->cuts_.empty()) {
-    // The twin of Note [Bound inputs], in a pool of its own that goes with it.
-    g->bind_inputs(
-        training, request.level,
-        [&](const std::vector<at::Tensor>& inputs) {
-          auto scratch = at::cuda::graph_pool_handle();
-          auto twin = capture_program(recording, nodes, inputs, capture_options, scratch, side, {});
-          c10::cuda::CUDACachingAllocator::releasePool(g->device_, scratch);
-          return graph_handle(twin.graphs[0], &cudaGraphDestroy);
-        },
-        request.lifted->tensor_args.inputs, request.copied);
-    g->stale_reads_harmless_ = g->stale_reads_harmless_ && g->find_live_holders(recording);
-  } else {
-    // Pieces copy their inputs and launch after the lift.
-    g->stale_reads_harmless_ = false;
-    g->recording_ = std::make_shared<const functional::recording>(std::move(recording));
-  }
-  // Its trials done, it writes the gradients it shares where the older
-  // graph does (Note [Outputs shared across shapes]); then they are lent.
-  shared.redirect(g->graph_, g->exec_);
-  for (auto& leaf : g->leaves_) {
-    if (const auto& into = shared.buffer(leaf.position); into.defined())
-      leaf.buffer = into;
-    if (leaf.buffer.defined())
-      leaf.storage = g->lent_->lend(leaf.buffer);
-  }
-  g->lent_->record_use_on(request.stream);
-  g->sharing_ = shared.summary();
-
-  size_t copies = shared.scratch_bytes();
-  for (size_t i = 0; i < g->inputs_.size(); ++i)
-    if (!g->borrowed_[i] && !g->baked_[i] && g->inputs_[i].defined() && !g->inputs_[i].is_meta())
-      copies += g->inputs_[i].storage().nbytes();
-  for (const auto& c : g->cuts_)
-    for (const auto& t : c.outputs)
-      if (t.defined())
-        copies += t.storage().nbytes();
-  g->pool_bytes_ = g->pool_->recount();  // counted by the pool
-  g->bytes_ = g->pool_bytes_ + copies;
-  g->copied_early_from_.assign(g->inputs_.size(), nullptr);
-  auto& counters = graph_cache::instance().counters;
-  counters.bytes.fetch_add(static_cast<int64_t>(copies));
-  counters.bound_bytes.fetch_add(static_cast<int64_t>(g->bound_bytes_));
-  counters.graphs.fetch_add(1);
-  g->counted_ = true;
-  return g;
-}
 
 std::vector<at::Tensor> backward_graph::kin_buffers(const graph_pool& pool) const {
   if (pool_.get() != &pool || !cuts_.empty())

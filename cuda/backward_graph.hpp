@@ -41,6 +41,10 @@ namespace torch::autograd {
 struct GraphTask;
 }
 
+namespace gradd::functional {
+struct program_outputs;
+}
+
 namespace gradd::cuda {
 
 struct expected_outputs;  // what a binding trial's outputs must be (input_binding.cpp)
@@ -266,6 +270,29 @@ private:
   };
 
   backward_graph() = default;
+  /// The roles of a recording's ops the capture keeps: per accumulate_grad
+  /// op, in op order (the order of the leaf gradients the capture
+  /// collects), its node and the piece writing it; the values the graph
+  /// inputs define.
+  struct op_roles {
+    std::vector<uint32_t> leaf_nodes;
+    std::vector<uint32_t> leaf_pieces;
+    std::vector<bool> is_input;
+  };
+  /// At capture: the static buffers of the lifted tensors `lifted`.
+  void take_inputs(const std::vector<at::Tensor>& lifted);
+  /// At capture: the roles of `recording`'s ops (nodes in `table`), and
+  /// the nodes it is cut at (cuts_, in op order), each with where the piece
+  /// after it reads its outputs (Note [Piecewise graphs]).
+  op_roles read_ops(const functional::recording& recording, const compiler::graph& table,
+                    const capture_request& request);
+  /// At capture: the leaf gradients and results the capture wrote, the
+  /// leaves in the order they are handed out.
+  void take_leaves(functional::program_outputs& outputs, const op_roles& roles,
+                   const compiler::graph& table);
+  /// At capture: its bytes (bytes(), pool_bytes()), with `scratch_bytes`,
+  /// into the graph counters.
+  void count_bytes(size_t scratch_bytes);
   /// A copy of `v`, laid out as it is, on the current stream.
   at::Tensor copy_of(const placed_value& v) const;
   /// `v` as a placed_value of value `value`.

@@ -1,7 +1,8 @@
 #pragma once
 
 // A CUDA graph's static buffers: gradd-owned copies of the tensors it reads
-// and hands out, laid out as they are (backward_graph.cpp, input_binding.cpp).
+// and hands out, laid out as they are (graph_capture.cpp, backward_graph.cpp,
+// input_binding.cpp).
 
 #include <ATen/core/Tensor.h>
 
