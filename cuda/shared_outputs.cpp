@@ -20,8 +20,10 @@
 // other's gradients, as a launch in the pool already may overwrite any graph's
 // outputs: the pool's last hand-out is taken back before every launch (Note
 // [Lent gradients]). Only gradients that nothing else in the graph holds are
-// shared, with the older buffer's dtype, sizes and strides, dense from their
-// storage's first byte; a graph cut into pieces shares none. The buffers live
+// shared (a view, such as a gradient summed to its leaf's broadcast shape or
+// a weight's transpose, holds its base: that one counts as its own), with
+// the older buffer's dtype, sizes and strides, dense from their storage's
+// first byte; a graph cut into pieces shares none. The buffers live
 // as long as any graph that writes them.
 
 #include "cuda/shared_outputs.hpp"
@@ -40,6 +42,17 @@ namespace {
 /// Whether a copy of `t`'s bytes from its data pointer is a copy of `t`.
 bool dense_from_start(const at::Tensor& t) {
   return t.defined() && t.storage_offset() == 0 && t.is_non_overlapping_and_dense();
+}
+
+/// Whether nothing but `t` holds its memory: no other tensor, and where `t`
+/// is a view (a gradient summed to its leaf's shape, a transpose), no other
+/// view of the base it holds.
+bool held_alone(const at::Tensor& t) {
+  if (t.use_count() != 1)
+    return false;
+  if (!t.is_view())
+    return t.storage().use_count() == 1;
+  return t._base().use_count() == 1 && t.storage().use_count() == 2;
 }
 
 } // namespace
@@ -61,8 +74,8 @@ void shared_outputs::divert(size_t leaf, at::Tensor& gradient, cudaStream_t stre
     return keeps_own("no buffer of the older graph that a copy fills whole");
   const auto& into = scratch_[leaf];
   // Held by nothing but the capture's outputs: no other value, output or
-  // input of the graph is this tensor or a view of it.
-  if (gradient.use_count() != 1 || gradient.storage().use_count() != 1)
+  // input of the graph is this tensor or a view of its memory.
+  if (!held_alone(gradient))
     return keeps_own("the graph holds the gradient elsewhere too");
   if (!dense_from_start(gradient) || gradient.device() != into.device()
       || gradient.scalar_type() != into.scalar_type() || gradient.sizes() != into.sizes()
