@@ -217,9 +217,11 @@ struct intake_state {
   std::vector<caf::typed_response_promise<bool>> awaiting_idle;
 };
 
-intake_actor::behavior_type intake_stage(intake_actor::stateful_pointer<intake_state> self) {
-  auto settle = [self] {
-    if (in_flight.fetch_sub(1) == 1) {
+/// `settled`: the count of captures in flight, which it settles.
+intake_actor::behavior_type intake_stage(intake_actor::stateful_pointer<intake_state> self,
+                                         std::atomic<uint64_t>* settled) {
+  auto settle = [self, settled] {
+    if (settled->fetch_sub(1) == 1) {
       for (auto& promise : self->state.awaiting_idle)
         promise.deliver(true);
       self->state.awaiting_idle.clear();
@@ -237,8 +239,8 @@ intake_actor::behavior_type intake_stage(intake_actor::stateful_pointer<intake_s
       self->request(actor, caf::infinite, capture_atom::value, structure, shape)
           .then([settle](bool) { settle(); }, [settle](caf::error&) { settle(); });
     },
-    [self](idle_atom) -> caf::result<bool> {
-      if (in_flight.load() == 0)
+    [self, settled](idle_atom) -> caf::result<bool> {
+      if (settled->load() == 0)
         return true;
       self->state.awaiting_idle.push_back(self->make_response_promise<bool>());
       return caf::delegated<bool>();
@@ -247,7 +249,8 @@ intake_actor::behavior_type intake_stage(intake_actor::stateful_pointer<intake_s
 }
 
 intake_actor intake() {
-  static auto the_intake = actors::process_actor_system().spawn(intake_stage);
+  // With an argument: CAF 0.17 dereferences a null pointer for none (UBSan).
+  static auto the_intake = actors::process_actor_system().spawn(intake_stage, &in_flight);
   return the_intake;
 }
 
