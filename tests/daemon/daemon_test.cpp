@@ -50,9 +50,26 @@ void send_junk(const std::string& address, size_t bytes, unsigned seed) {
   ::close(fd);
 }
 
-/// The environment of a job of four ranks whose store listens on `port`.
-std::vector<std::string> job_env(uint16_t port) {
-  return {"WORLD_SIZE=4", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)};
+/// The environment of a job of `ranks` ranks whose store listens on `port`.
+std::vector<std::string> job_env(uint16_t port, int ranks = 4) {
+  return {"WORLD_SIZE=" + std::to_string(ranks), "MASTER_ADDR=127.0.0.1",
+          "MASTER_PORT=" + std::to_string(port)};
+}
+
+/// A rank policy that tries a lost daemon again after 100 ms.
+std::string quick_retry_policy(const case_folder& folder) {
+  auto policy = folder / "async.yaml";
+  write_file(policy, "daemon:\n  retry_after_ms: 100\n");
+  return policy;
+}
+
+/// The environment of rank `r` of job `job` (job_env) beside `daemon`.
+std::vector<std::string> rank_env(const test_daemon& daemon, const std::vector<std::string>& job,
+                                  size_t r) {
+  auto env = daemon.client_env();
+  env.insert(env.end(), job.begin(), job.end());
+  env.push_back("RANK=" + std::to_string(r));
+  return env;
 }
 
 /// Runs `count` ranks at once, compiling asynchronously, rank r with
@@ -157,10 +174,7 @@ TEST_CASE("ranks compiling asynchronously switch each structure to its plan at o
   test_daemon daemon(folder);
   auto job = job_env(free_port());
   auto ranks = run_async_ranks(folder, 4, [&](size_t r) {
-    auto env = daemon.client_env();
-    env.insert(env.end(), job.begin(), job.end());
-    env.push_back("RANK=" + std::to_string(r));
-    return env;
+    return rank_env(daemon, job, r);
   });
   require_one_switch_index(ranks);
   CHECK(daemon.status("agreements") == 3);
@@ -181,10 +195,7 @@ TEST_CASE("ranks that share cache.dir with their daemon take part in agreement, 
     auto ranks = run_async_ranks(
         folder, 4,
         [&](size_t r) {
-          auto env = daemon.client_env();
-          env.insert(env.end(), job.begin(), job.end());
-          env.push_back("RANK=" + std::to_string(r));
-          return env;
+          return rank_env(daemon, job, r);
         },
         cache);
     require_one_switch_index(ranks);
@@ -204,8 +215,7 @@ TEST_CASE("ranks started seconds apart switch at one index, and no backward wait
           "[daemon]") {
   case_folder folder;
   test_daemon daemon(folder);
-  auto job = job_env(free_port());
-  job[0] = "WORLD_SIZE=2";
+  auto job = job_env(free_port(), 2);
   auto policy = folder / "async.yaml";
   write_file(policy, "");
   std::vector<child_result> ranks(2);
@@ -215,12 +225,9 @@ TEST_CASE("ranks started seconds apart switch at one index, and no backward wait
       // The first rank serves the stock engine and proposes again while
       // the second starts, where it used to wait for it.
       std::this_thread::sleep_for(std::chrono::milliseconds(1000 * r));
-      auto env = daemon.client_env();
-      env.insert(env.end(), job.begin(), job.end());
-      env.push_back("RANK=" + std::to_string(r));
       // The agreed step is about the first rank's by the time the second
       // proposes (a few thousand on this VM); both run well past it.
-      ranks[r] = run_rank(policy, env, 9000);
+      ranks[r] = run_rank(policy, rank_env(daemon, job, r), 9000);
     });
   for (auto& t : threads)
     t.join();
@@ -234,20 +241,12 @@ TEST_CASE("a daemon killed while ranks agree: no backward waits, and no rank swi
           "[daemon]") {
   case_folder folder;
   auto daemon = std::make_unique<test_daemon>(folder);
-  auto job = job_env(free_port());
-  job[0] = "WORLD_SIZE=2";
-  auto policy = folder / "async.yaml";
-  write_file(policy, "daemon:\n  retry_after_ms: 100\n");
-  auto env_of = [&](size_t r) {
-    auto env = daemon->client_env();
-    env.insert(env.end(), job.begin(), job.end());
-    env.push_back("RANK=" + std::to_string(r));
-    return env;
-  };
+  auto job = job_env(free_port(), 2);
+  auto policy = quick_retry_policy(folder);
   child_result first, second;
-  std::thread runner([&] { first = run_rank(policy, env_of(0), 6000); });
+  std::thread runner([&, env = rank_env(*daemon, job, 0)] { first = run_rank(policy, env, 6000); });
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // its plans held, proposing
-  auto env = env_of(1);
+  auto env = rank_env(*daemon, job, 1);
   daemon->signal(SIGKILL);
   daemon->wait(std::chrono::seconds(10));
   daemon.reset();
@@ -267,25 +266,18 @@ TEST_CASE("a daemon restarted while ranks agree: they switch at one index throug
   case_folder folder;
   auto address = "127.0.0.1:" + std::to_string(free_port());
   auto daemon = std::make_unique<test_daemon>(folder, "", address, "first");
-  auto job = job_env(free_port());
-  job[0] = "WORLD_SIZE=2";
-  auto policy = folder / "async.yaml";
-  write_file(policy, "daemon:\n  retry_after_ms: 100\n");
-  auto env_of = [&](size_t r) {
-    auto env = daemon->client_env();
-    env.insert(env.end(), job.begin(), job.end());
-    env.push_back("RANK=" + std::to_string(r));
-    return env;
-  };
+  auto job = job_env(free_port(), 2);
+  auto policy = quick_retry_policy(folder);
   std::vector<child_result> ranks(2);
   // The first rank's plans are held and proposed to the first daemon, then
   // again to the second; its first proposal to that one counts as taken in.
-  std::thread first([&, env = env_of(0)] { ranks[0] = run_rank(policy, env, 9000); });
+  std::thread first(
+      [&, env = rank_env(*daemon, job, 0)] { ranks[0] = run_rank(policy, env, 9000); });
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   daemon->signal(SIGKILL);
   daemon->wait(std::chrono::seconds(10));
   daemon = std::make_unique<test_daemon>(folder, "", address, "second");
-  ranks[1] = run_rank(policy, env_of(1), 9000);
+  ranks[1] = run_rank(policy, rank_env(*daemon, job, 1), 9000);
   first.join();
   require_one_switch_index(ranks);
   for (const auto& rank : ranks)
@@ -307,10 +299,7 @@ TEST_CASE("two daemons standing for two machines agree through the job's TCPStor
   auto job = job_env(store.getPort());
   job.push_back("LOCAL_WORLD_SIZE=2");
   auto ranks = run_async_ranks(folder, 4, [&](size_t r) {
-    auto env = machines[r / 2]->client_env();
-    env.insert(env.end(), job.begin(), job.end());
-    env.push_back("RANK=" + std::to_string(r));
-    return env;
+    return rank_env(*machines[r / 2], job, r);
   });
   require_one_switch_index(ranks);
   for (const auto& machine : machines) {
@@ -327,10 +316,7 @@ TEST_CASE("a job on two machines whose store cannot be reached: no rank switches
   auto job = job_env(free_port());  // nothing serves a store there
   job.push_back("LOCAL_WORLD_SIZE=2");
   auto ranks = run_async_ranks(folder, 2, [&](size_t r) {
-    auto env = daemon.client_env();
-    env.insert(env.end(), job.begin(), job.end());
-    env.push_back("RANK=" + std::to_string(r));
-    return env;
+    return rank_env(daemon, job, r);
   });
   for (const auto& rank : ranks) {
     INFO(rank.out << rank.err);
