@@ -16,7 +16,7 @@ common="--device cuda --mode both --iters 20 --warmup 5"
 for model in wide-mlp encoder resnet18; do
   for shapes in fixed sweep; do
     args="--model $model --shapes $shapes"
-    line=$(timeout 120 "$bench" $args $common 2>>"$out/memory.err") || { echo "gradd: $args failed" >&2; continue; }
+    line=$(timeout 120 "$bench" $args $common 2>>"$out/memory.err") || { echo "gradd: $args failed (exit $?)" >&2; continue; }
     echo "{\"args\": \"$args\", ${line#\{}" >> "$out/memory.jsonl"
   done
 done
@@ -32,7 +32,7 @@ EOF
 for model in wide-mlp encoder resnet18; do
   prefix=/tmp/gradd-memory-$model
   TORCH_SYMBOLIZE_MODE=dladdr timeout 180 "$bench" --model $model --shapes sweep $common \
-    --memory-snapshot "$prefix" >/dev/null 2>>"$out/memory.err" || { echo "gradd: $model snapshot failed" >&2; continue; }
+    --memory-snapshot "$prefix" >/dev/null 2>>"$out/memory.err" || { echo "gradd: $model snapshot failed (exit $?)" >&2; continue; }
   { echo "== $model sweep"; python3 scripts/memory_snapshot_diff.py "$prefix" --frames 3; } \
     >> "$out/memory-snapshots.txt"
 done
