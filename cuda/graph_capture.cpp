@@ -46,6 +46,12 @@ at::Tensor wrapped_copy(const at::Tensor& t) {
   return copy;
 }
 
+/// Whether node `node` of `table` has hooks: a leaf's are called live
+/// (Note [Live leaves]).
+bool hooked(const compiler::graph& table, uint32_t node) {
+  return table.nodes[node].hooks != compiler::hook_counts{};
+}
+
 } // namespace
 
 capture_request::~capture_request() {
@@ -120,7 +126,7 @@ void backward_graph::take_leaves(functional::program_outputs& outputs, const op_
     out.position = static_cast<uint32_t>(leaves_.size());
     out.node = roles.leaf_nodes.at(out.position);
     out.piece = roles.leaf_pieces.at(out.position);
-    out.live = table.nodes[out.node].hooks != compiler::hook_counts{};
+    out.live = hooked(table, out.node);
     live_nodes_ += out.live;
     if (gradient.defined())
       out.exclusive = users[gradient.unsafeGetTensorImpl()] == 1;
@@ -200,7 +206,6 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   // order with that stream's own work.
   functional::interpret(recording, nodes, g->inputs_, options);
 
-  auto hooked = [&](uint32_t node) { return table.nodes[node].hooks != compiler::hook_counts{}; };
   // Where leaves are called live or the graph is cut, the graph marks
   // where each leaf's gradient is ready, and each waits for its own (Note
   // [Live leaves]).
@@ -210,7 +215,8 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
   shared_outputs shared = g->cuts_.empty() && !kin.empty() ? shared_outputs(std::move(kin))
                                                            : shared_outputs();
   bool marks_leaves = !g->cuts_.empty()
-                      || std::any_of(roles.leaf_nodes.begin(), roles.leaf_nodes.end(), hooked);
+                      || std::any_of(roles.leaf_nodes.begin(), roles.leaf_nodes.end(),
+                                     [&](uint32_t node) { return hooked(table, node); });
   if (marks_leaves) {
     g->leaf_stream_ = c10::cuda::getStreamFromPool(false, g->device_);
     for (size_t k = 0; k < roles.leaf_nodes.size(); ++k) {

@@ -1,6 +1,6 @@
 // CUDA graphs: who serves each backward under each shape policy, what a
-// capture leaves to plans, and how gradients are handed out (Note [Lent
-// gradients], cuda/lent_gradients.cpp); failed captures in
+// capture leaves to plans, and what a graph reads and hands out; lent
+// gradients in lent_gradients_test.cpp, failed captures in
 // capture_failure_test.cpp. Gradients are compared bitwise with
 // a stock-engine run of the same loop.
 
@@ -101,65 +101,6 @@ TEST_CASE("the training thread does not wait for a capture", "[cuda][graphs]") {
   REQUIRE(gradd::wait_for_compiles());
   m.loss(16, 5).backward();
   CHECK(gradd::stats().graph_backwards == 1);
-}
-
-TEST_CASE("lent gradients: held ones keep their values, accumulation is exact", "[cuda][graphs]") {
-  if (!have_cuda())
-    return;
-  auto graphs = policy(gradd::graph_shape_policy::static_shapes);
-
-  SECTION("a gradient held across iterations is not overwritten") {
-    mlp m;
-    auto params = m.parameters();
-    gradd::reset();
-    gradd::enable_guard on{graphs};
-    std::vector<Tensor> held;
-    std::vector<Tensor> copies;
-    for (int step = 0; step < 4; ++step) {
-      gradd::test::clear_grads(params);
-      m.loss(16, step).backward();
-      REQUIRE(gradd::wait_for_compiles());
-      held.push_back(params[0].grad());  // a hook or a logger keeps it
-      copies.push_back(gradd::test::exact_copy(params[0].grad()));
-    }
-    CHECK(gradd::stats().graph_backwards >= 2);
-    CHECK(gradd::stats().graph_copy_on_writes >= 1);
-    for (size_t i = 0; i < held.size(); ++i) {
-      INFO("step " << i);
-      require_bitwise_equal(copies[i], gradd::test::exact_copy(held[i]));
-    }
-  }
-  SECTION("zero_grad(set_to_none=False) and micro-batches accumulate as the stock engine") {
-    mlp m;
-    auto params = m.parameters();
-    auto loop = [&] {
-      std::vector<std::vector<Tensor>> seen;
-      gradd::test::clear_grads(params);
-      for (int step = 0; step < 3; ++step) {
-        for (auto& p : params)
-          if (p.grad().defined())
-            p.mutable_grad().zero_();
-        for (int micro = 0; micro < 2; ++micro)  // two micro-batches per step
-          m.loss(16, step * 2 + micro).backward();
-        seen.push_back(gradd::test::grads_of(params));
-        REQUIRE(gradd::wait_for_compiles());
-      }
-      return seen;
-    };
-    std::vector<std::vector<Tensor>> stock;
-    {
-      gradd::disable_guard off;
-      stock = loop();
-    }
-    gradd::reset();
-    gradd::enable_guard on{graphs};
-    auto ours = loop();
-    CHECK(gradd::stats().graph_backwards >= 3);
-    for (size_t i = 0; i < stock.size(); ++i) {
-      INFO("step " << i);
-      require_bitwise_equal(stock[i], ours[i]);
-    }
-  }
 }
 
 TEST_CASE("large saved tensors are read where they live (Note [Bound inputs])", "[cuda][graphs]") {

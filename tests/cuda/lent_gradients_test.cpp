@@ -1,6 +1,7 @@
-// Lent gradients and the caching allocator (Note [Lent gradients],
-// cuda/lent_gradients.cpp): a buffer recorded as used on a stream goes
-// back to the pool only after the reads queued there.
+// Lent gradients (Note [Lent gradients], cuda/lent_gradients.cpp): held
+// ones keep their values and accumulation is exact, and with the caching
+// allocator a buffer recorded as used on a stream goes back to the pool
+// only after the reads queued there.
 
 #include "cuda/graph_loop.hpp"
 #include "cuda/lent_gradients.hpp"
@@ -10,6 +11,10 @@
 #include <c10/cuda/CUDAGuard.h>
 
 using gradd::test::have_cuda;
+using gradd::test::mlp;
+using gradd::test::policy;
+using gradd::test::require_bitwise_equal;
+using torch::Tensor;
 
 namespace {
 
@@ -71,4 +76,63 @@ TEST_CASE("lent buffers are recorded once per stream", "[cuda][graphs]") {
   lent.hand_out_on(training);
   CHECK(lent.recorded_on().size() == 2);
   CHECK(lent.handed_out_on() == training);
+}
+
+TEST_CASE("lent gradients: held ones keep their values, accumulation is exact", "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  auto graphs = policy(gradd::graph_shape_policy::static_shapes);
+
+  SECTION("a gradient held across iterations is not overwritten") {
+    mlp m;
+    auto params = m.parameters();
+    gradd::reset();
+    gradd::enable_guard on{graphs};
+    std::vector<Tensor> held;
+    std::vector<Tensor> copies;
+    for (int step = 0; step < 4; ++step) {
+      gradd::test::clear_grads(params);
+      m.loss(16, step).backward();
+      REQUIRE(gradd::wait_for_compiles());
+      held.push_back(params[0].grad());  // a hook or a logger keeps it
+      copies.push_back(gradd::test::exact_copy(params[0].grad()));
+    }
+    CHECK(gradd::stats().graph_backwards >= 2);
+    CHECK(gradd::stats().graph_copy_on_writes >= 1);
+    for (size_t i = 0; i < held.size(); ++i) {
+      INFO("step " << i);
+      require_bitwise_equal(copies[i], gradd::test::exact_copy(held[i]));
+    }
+  }
+  SECTION("zero_grad(set_to_none=False) and micro-batches accumulate as the stock engine") {
+    mlp m;
+    auto params = m.parameters();
+    auto loop = [&] {
+      std::vector<std::vector<Tensor>> seen;
+      gradd::test::clear_grads(params);
+      for (int step = 0; step < 3; ++step) {
+        for (auto& p : params)
+          if (p.grad().defined())
+            p.mutable_grad().zero_();
+        for (int micro = 0; micro < 2; ++micro)  // two micro-batches per step
+          m.loss(16, step * 2 + micro).backward();
+        seen.push_back(gradd::test::grads_of(params));
+        REQUIRE(gradd::wait_for_compiles());
+      }
+      return seen;
+    };
+    std::vector<std::vector<Tensor>> stock;
+    {
+      gradd::disable_guard off;
+      stock = loop();
+    }
+    gradd::reset();
+    gradd::enable_guard on{graphs};
+    auto ours = loop();
+    CHECK(gradd::stats().graph_backwards >= 3);
+    for (size_t i = 0; i < stock.size(); ++i) {
+      INFO("step " << i);
+      require_bitwise_equal(stock[i], ours[i]);
+    }
+  }
 }
