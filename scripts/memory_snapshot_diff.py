@@ -60,7 +60,9 @@ def end_pools(snapshot):
     pools = collections.defaultdict(lambda: [0, 0])  # reserved, allocated
     for segment in snapshot["segments"]:
         pool = tuple(segment.get("segment_pool_id", (0, 0)))
-        key = ("default" if pool == (0, 0) else f"pool {pool}", segment.get("stream", 0))
+        # Small blocks (1 MiB or less) and large ones lie in segments of their own.
+        kind = segment.get("segment_type", "?")
+        key = ("default" if pool == (0, 0) else f"pool {pool}", kind, segment.get("stream", 0))
         pools[key][0] += segment["total_size"]
         pools[key][1] += sum(b["size"] for b in segment["blocks"]
                              if b["state"] == "active_allocated")
@@ -86,9 +88,11 @@ def main():
         if abs(delta) >= 2**16:
             print(f"{gradd[site] * mb:10.1f} {stock[site] * mb:10.1f} {delta * mb:+8.1f}  {site}")
     for engine, snapshot in snapshots.items():
-        print(f"\n{engine} at the end: reserved / allocated MiB by pool and stream")
-        for (pool, stream), (reserved, allocated) in sorted(end_pools(snapshot).items(), key=str):
-            print(f"  {pool}, stream {stream:#x}: {reserved * mb:.1f} / {allocated * mb:.1f}")
+        print(f"\n{engine} at the end: reserved / allocated MiB by pool, block size and stream")
+        for (pool, kind, stream), (reserved, allocated) in sorted(end_pools(snapshot).items(),
+                                                                  key=str):
+            print(f"  {pool}, {kind} blocks, stream {stream:#x}: "
+                  f"{reserved * mb:.1f} / {allocated * mb:.1f}")
 
 
 if __name__ == "__main__":
