@@ -13,4 +13,10 @@ rm -rf .deps && mkdir -p .deps/debs .deps/root
 (cd .deps/debs && apt-get download "${packages[@]}" >/dev/null)
 for deb in .deps/debs/*.deb; do dpkg -x "$deb" .deps/root; done
 rm -rf .deps/debs
+# What the GPU machine never reads, so that .deps with scripts/gpu_asan.sh's
+# tarball stays within a carry's 64 MiB: the static archives of libraries
+# gradd links shared, documentation, and elfutils' tools but eu-stack.
+rm -f .deps/root/usr/lib/x86_64-linux-gnu/{libcrypto,libssl,libyaml-cpp}.a
+rm -rf .deps/root/usr/share/doc .deps/root/usr/share/locale .deps/root/usr/share/man
+find .deps/root/usr/bin -name 'eu-*' ! -name eu-stack -delete
 echo "gradd: unpacked ${#packages[@]} packages into .deps/root ($(du -sh .deps | cut -f1))"
