@@ -3,7 +3,8 @@
 # A run still going after that is taken for a hang: the GPU's utilization
 # (a kernel spinning, or work waiting) and the threads' stacks of the run and
 # its children (eu-stack, from scripts/gpu_deps.sh) go into $OUT/hang.txt,
-# and it is killed.
+# and it is killed. A run that fails leaves its output in
+# $OUT/failed-run-N.out.
 #   usage: scripts/gpu_hang_watch.sh RUNS SECONDS CMD...
 # e.g. the hang in design.md's Known gaps:
 #   scripts/gpu_hang_watch.sh 40 20 scripts/gpu_prebuilt.sh run .deps/bin/gradd-bench \
@@ -20,7 +21,7 @@ stack() {
   LD_LIBRARY_PATH=.deps/root/usr/lib/x86_64-linux-gnu .deps/root/usr/bin/eu-stack -p "$1"
 }
 for ((run = 1; run <= runs; ++run)); do
-  "$@" >/dev/null 2>"$out/hang-run.err" &
+  "$@" >"$out/hang-run.out" 2>"$out/hang-run.err" &
   pid=$!
   for ((waited = 0; waited < seconds; ++waited)); do
     sleep 1
@@ -33,10 +34,12 @@ for ((run = 1; run <= runs; ++run)); do
       for process in "$pid" $(pgrep -P "$pid"); do stack "$process"; done
     } >"$out/hang.txt" 2>&1
     kill -9 "$pid" $(pgrep -P "$pid") 2>/dev/null
-    echo "gradd: run $run hung; $out/hang.txt has its stacks, $out/hang-run.err its stderr"
+    echo "gradd: run $run hung; $out/hang.txt has its stacks, $out/hang-run.{out,err} its output"
     exit 1
   fi
   wait "$pid"
-  echo "run $run: exit $?"
+  status=$?
+  echo "run $run: exit $status"
+  [ "$status" -eq 0 ] || cp "$out/hang-run.out" "$out/failed-run-$run.out"
 done
 echo "gradd: $runs runs, none hung"

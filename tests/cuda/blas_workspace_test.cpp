@@ -2,13 +2,16 @@
 // workspace (Note [One cuBLAS workspace per training stream],
 // cuda/blas_workspace.cpp).
 
+#include "cuda/blas_workspace.hpp"
 #include "cuda/graph_loop.hpp"
 
 #include <ATen/cuda/CUDAContextLight.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <set>
+#include <thread>
 
 using gradd::test::have_cuda;
 using gradd::test::mlp;
@@ -103,4 +106,58 @@ TEST_CASE("clearing PyTorch's cuBLAS workspaces frees none a CUDA graph reads", 
     require_bitwise_equal(stock[i], step(m, 64, i));
   }
   CHECK(gradd::stats().graph_backwards == 7);
+}
+
+// Hidden: a diagnostic for the rare hang in docs/design.md, Known gaps, not
+// yet run on a GPU. Its question: can two threads' cuBLAS calls on one
+// stream share one workspace, as the stream actor's eager work and the
+// training thread's calls do? A call that splits its inner dimension writes
+// partial sums into the workspace and reduces them in a second launch;
+// another thread's launches landing between the two on the stream would
+// overwrite them. If the answer is no, it fails, or hangs; there:
+//   scripts/gpu_hang_watch.sh 20 60 scripts/gpu_prebuilt.sh run \
+//     .deps/bin/gradd_tests "[workspace-race]"
+TEST_CASE("two threads' cuBLAS calls on one stream through one shared workspace each get their "
+          "own products",
+          "[.][workspace-race]") {
+  if (!have_cuda())
+    return;
+  constexpr int calls = 400;
+  auto cuda = torch::TensorOptions().device(torch::kCUDA);
+  auto stream = c10::cuda::getStreamFromPool(false, 0);
+  auto capture = c10::cuda::getStreamFromPool(false, 0);
+  // Small products of a long inner dimension: where cuBLAS splits it.
+  auto a = torch::randn({64, 1 << 16}, cuda), b = torch::randn({1 << 16, 64}, cuda);
+  auto c = torch::randn({96, 1 << 15}, cuda), d = torch::randn({1 << 15, 96}, cuda);
+  torch::Tensor ab, cd;
+  {
+    c10::cuda::CUDAStreamGuard on_stream(stream);  // the training thread's workspace for `stream`
+    ab = a.mm(b);
+    cd = c.mm(d);
+    stream.synchronize();
+  }
+  // Each thread queues its calls back to back, then compares them all.
+  auto products = [&](const torch::Tensor& x, const torch::Tensor& y) {
+    c10::cuda::CUDAStreamGuard on_stream(stream);
+    std::vector<torch::Tensor> found;
+    for (int i = 0; i < calls; ++i)
+      found.push_back(x.mm(y));
+    stream.synchronize();
+    return found;
+  };
+  std::vector<torch::Tensor> actor_products;
+  std::thread actor([&] {
+    c10::cuda::CUDAGuard device(0);
+    gradd::cuda::shared_workspace_scope shared(stream, capture);  // as a capture's scope
+    actor_products = products(c, d);
+  });
+  auto training_products = products(a, b);
+  actor.join();
+  int training_wrong = 0, actor_wrong = 0;
+  for (const auto& p : training_products)
+    training_wrong += !torch::equal(p, ab);
+  for (const auto& p : actor_products)
+    actor_wrong += !torch::equal(p, cd);
+  CHECK(training_wrong == 0);
+  CHECK(actor_wrong == 0);
 }
