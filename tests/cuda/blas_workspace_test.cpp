@@ -6,10 +6,11 @@
 #include "cuda/graph_loop.hpp"
 
 #include <ATen/cuda/CUDAContextLight.h>
-#include <c10/cuda/CUDAGuard.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
+#include <c10/cuda/CUDAGuard.h>
 
+#include <algorithm>
 #include <set>
 #include <thread>
 
@@ -153,11 +154,10 @@ TEST_CASE("two threads' cuBLAS calls on one stream through one shared workspace 
   });
   auto training_products = products(a, b);
   actor.join();
-  int training_wrong = 0, actor_wrong = 0;
-  for (const auto& p : training_products)
-    training_wrong += !torch::equal(p, ab);
-  for (const auto& p : actor_products)
-    actor_wrong += !torch::equal(p, cd);
-  CHECK(training_wrong == 0);
-  CHECK(actor_wrong == 0);
+  auto differing = [](const std::vector<torch::Tensor>& found, const torch::Tensor& alone) {
+    return std::count_if(found.begin(), found.end(),
+                         [&](const torch::Tensor& p) { return !torch::equal(p, alone); });
+  };
+  CHECK(differing(training_products, ab) == 0);
+  CHECK(differing(actor_products, cd) == 0);
 }
