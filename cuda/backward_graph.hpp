@@ -47,6 +47,7 @@ struct program_outputs;
 
 namespace gradd::cuda {
 
+class capture_workspaces;  // blas_workspace.hpp
 struct expected_outputs;  // what a binding trial's outputs must be (input_binding.cpp)
 
 /// What the stream actor captures a graph from: a backward of the structure
@@ -351,6 +352,10 @@ private:
   void launch(c10::cuda::CUDAStream stream);
   /// Records on `stream` that the work on this graph's outputs is queued.
   void mark_replayed(c10::cuda::CUDAStream stream);
+  /// At capture, its trials done: points it at the training stream's cuBLAS
+  /// workspace instead of the capture's own, and keeps it to that stream
+  /// (Note [One cuBLAS workspace per training stream]).
+  void read_training_workspace(capture_workspaces& workspace, c10::cuda::CUDAStream training);
   /// At capture: a replay on `trials` (the training stream) in the pool's
   /// turn; returns copies of its outputs if `read_outputs`.
   std::vector<at::Tensor> trial_replay(c10::cuda::CUDAStream trials, bool read_outputs);

@@ -1,30 +1,45 @@
-// The cuBLAS workspaces a stream actor shares (see blas_workspace.hpp).
+// The cuBLAS workspaces of a stream actor's capture (see blas_workspace.hpp).
 //
 // Note [One cuBLAS workspace per training stream]
 // PyTorch gives every (cuBLAS handle, stream) a workspace of its own, 32 MiB
 // on Hopper, and cuBLASLt a second map of them (CublasHandlePool.cpp);
-// handles are per thread. A stream actor used to record, warm up and
-// replay binding trials on a side stream with its own handle, and its
-// graphs read that side workspace: one more 32 MiB for as long as they
-// lived, a third of a small model's training step. Now the actor does its
-// eager work on the training stream itself, and its handle's entries for
-// the training stream and for its capture stream point at the workspace of
-// the training stream's own calls. Work on one stream runs in order, so no
-// two kernels write the workspace at once; a graph that reads it replays
-// on that stream only (backward_graph::launches_on). gradd takes the shared
-// workspace into its keeping and leaves the map an entry that owns nothing,
-// so that clearCublasWorkspaces() (a common way to free memory) cannot free
-// it under a graph; the training stream's calls then make a new one. Where
-// the training stream has none yet (no cuBLAS call there), the actor's
-// first call makes it. The maps and their mutexes are PyTorch's exported
-// ones (ATen/cuda/CUDAContextLight.h).
+// handles are per thread. A graph that calls cuBLAS reads a workspace at
+// every replay, and one per graph pool would be one more 32 MiB for as long
+// as its graphs lived, a third of a small model's training step. So a
+// graph reads the workspace of the training stream's own calls, and
+// replays on that stream only (backward_graph::launches_on), queued by the
+// training thread between its own calls.
+//
+// A capture cannot share that workspace. Its eager work (the recording, the
+// warm-up) and its binding trials run on the training stream from the
+// stream actor's thread while the training thread queues its own work
+// there, and one cuBLAS call can be several launches that share the
+// workspace: a product split along its inner dimension writes partial
+// sums there and a second kernel reduces them. A launch of the other
+// thread landing between the two overwrites the sums. So for a capture the
+// actor's calls, on the training stream and on its capture stream, use
+// workspaces of the capture's own, taken from the training stream's blocks
+// and given back at its end; once the trials are done, the graph's pointers
+// into them move to the training stream's workspace (move_pointers: words
+// of kernel arguments, memset and memcpy addresses). A pointer no argument
+// shows would not move; [cuda] checks that cuBLAS's kernels read their
+// workspace through their arguments only (blas_workspace_test.cpp).
+//
+// gradd takes the training stream's workspace into its keeping and leaves
+// the map an entry that owns nothing, so that clearCublasWorkspaces() (a
+// common way to free memory) cannot free it under a graph; the training
+// stream's calls then make a new one. Where the training stream has none
+// yet (no cuBLAS call there), a capture's own becomes it. The maps and
+// their mutexes are PyTorch's exported ones (ATen/cuda/CUDAContextLight.h).
 
 #include "cuda/blas_workspace.hpp"
 
 #include <ATen/cuda/CUDAContextLight.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -55,94 +70,117 @@ at::DataPtr alias_of(const at::DataPtr& memory) {
   return at::DataPtr(memory.get(), memory.device());
 }
 
-/// The workspace gradd keeps for `stream` of `device` in `map`, taken on
-/// first use from the map's entry for that stream (another handle's before
-/// `handle`'s: the training thread's), which then owns nothing; null where
-/// the map has none. Call with the map's mutex held.
-const at::DataPtr* kept_workspace(at::cuda::WorkspaceMapWithMutex& map, c10::DeviceIndex device,
-                                  void* stream, void* handle) {
-  auto& kept = kept_workspaces::instance();
-  std::lock_guard lock(kept.mutex);
-  auto key = std::make_tuple(static_cast<const void*>(&map), device, stream);
-  if (auto it = kept.by_stream.find(key); it != kept.by_stream.end())
-    return &it->second;
-  auto found = map.map.end();
-  for (auto it = map.map.begin(); it != map.map.end(); ++it)
-    if (std::get<1>(it->first) == stream && it->second.device().index() == device
-        && (found == map.map.end() || std::get<0>(found->first) == handle))
-      found = it;
-  if (found == map.map.end())
-    return nullptr;  // no call on this stream uses this map yet
-  auto& mine = kept.by_stream[key];
-  mine = std::move(found->second);
-  found->second = alias_of(mine);
-  return &mine;
-}
-
 } // namespace
 
-struct shared_workspace_scope::replaced {
+struct capture_workspaces::workspace {
   at::cuda::WorkspaceMapWithMutex* map = nullptr;
-  workspace_key key;
-  std::optional<at::DataPtr> before;  ///< none: there was no entry
+  size_t bytes = 0;
+  c10::DeviceIndex device = 0;
+  void* handle = nullptr;
+  void* training = nullptr;
+  void* capture = nullptr;
+  at::DataPtr own;
+  std::optional<at::DataPtr> capture_before;  ///< none: there was no entry
+
+  /// The workspace gradd keeps for the training stream in this map, taken
+  /// on first use from the map's entry of another handle for that stream
+  /// (the training thread's), which then owns nothing; null where there is
+  /// none. Call with the map's mutex held.
+  const at::DataPtr* kept() const {
+    auto& kept = kept_workspaces::instance();
+    std::lock_guard lock(kept.mutex);
+    auto key = std::make_tuple(static_cast<const void*>(map), device, training);
+    if (auto it = kept.by_stream.find(key); it != kept.by_stream.end())
+      return &it->second;
+    for (auto& [entry, memory] : map->map)
+      if (std::get<0>(entry) != handle && std::get<1>(entry) == training
+          && memory.device().index() == device) {
+        auto& mine = kept.by_stream[key];
+        mine = std::move(memory);
+        memory = alias_of(mine);
+        return &mine;
+      }
+    return nullptr;
+  }
+
+  /// Keeps `own` as the training stream's. Call with the map's mutex held.
+  void keep_own() {
+    auto& kept = kept_workspaces::instance();
+    std::lock_guard lock(kept.mutex);
+    kept.by_stream[std::make_tuple(static_cast<const void*>(map), device, training)] = std::move(own);
+  }
 };
 
-shared_workspace_scope::shared_workspace_scope(c10::cuda::CUDAStream training,
-                                               c10::cuda::CUDAStream capture) {
-  void* handle = nullptr;
-  {
-    // cuBLAS warns on a thread without a current CUDA context: a guard to
-    // the device current already sets none.
-    c10::cuda::set_device(training.device_index(), /*force=*/true);
-    // The thread's handle; on the actor's first call this makes its own
-    // workspace for `training`, which goes back to that stream's blocks below.
-    c10::cuda::CUDAStreamGuard on_training(training);
-    handle = at::cuda::getCurrentCUDABlasHandle();
-  }
-  void* stream = training.stream();
-  auto device = training.device_index();
+capture_workspaces::capture_workspaces(c10::cuda::CUDAStream training,
+                                       c10::cuda::CUDAStream capture) {
+  // cuBLAS warns on a thread without a current CUDA context: a guard to
+  // the device current already sets none.
+  c10::cuda::set_device(training.device_index(), /*force=*/true);
+  c10::cuda::CUDAStreamGuard on_training(training);  // the scope's own come from its blocks
+  void* handle = at::cuda::getCurrentCUDABlasHandle();
   std::vector<at::DataPtr> dropped;  // freed after the locks
   for (auto* map : {&at::cuda::cublas_handle_stream_to_workspace(),
                     &at::cuda::cublaslt_handle_stream_to_workspace()}) {
+    auto w = std::make_unique<workspace>();
+    w->map = map;
+    w->bytes = map == &at::cuda::cublas_handle_stream_to_workspace()
+                   ? at::cuda::getChosenWorkspaceSize()
+                   : at::cuda::getCUDABlasLtWorkspaceSize();
+    w->device = training.device_index();
+    w->handle = handle;
+    w->training = training.stream();
+    w->capture = capture.stream();
+    w->own = c10::cuda::CUDACachingAllocator::get()->allocate(w->bytes);
     std::unique_lock lock(map->mutex);
-    const auto* mine = kept_workspace(*map, device, stream, handle);
-    if (!mine)
-      continue;
-    for (void* on : {stream, static_cast<void*>(capture.stream())}) {
-      workspace_key key{handle, on};
-      auto it = map->map.find(key);
-      if (it != map->map.end() && it->second.get() == mine->get())
-        continue;
-      if (on != stream) {
-        auto r = std::make_unique<replaced>();
-        r->map = map;
-        r->key = key;
-        if (it != map->map.end())
-          r->before = std::move(it->second);
-        replaced_.push_back(std::move(r));
-      } else if (it != map->map.end()) {
-        dropped.push_back(std::move(it->second));
-      }
-      map->map.insert_or_assign(key, alias_of(*mine));
-    }
-    shared_.push_back({mine->get(), map == &at::cuda::cublas_handle_stream_to_workspace()
-                                        ? at::cuda::getChosenWorkspaceSize()
-                                        : at::cuda::getCUDABlasLtWorkspaceSize()});
+    // The thread's own for the training stream, made by its first call
+    // there, gives way to the scope's.
+    if (auto it = map->map.find(workspace_key{handle, w->training}); it != map->map.end())
+      dropped.push_back(std::move(it->second));
+    map->map.insert_or_assign(workspace_key{handle, w->training}, alias_of(w->own));
+    if (auto it = map->map.find(workspace_key{handle, w->capture}); it != map->map.end())
+      w->capture_before = std::move(it->second);
+    map->map.insert_or_assign(workspace_key{handle, w->capture}, alias_of(w->own));
+    workspaces_.push_back(std::move(w));
   }
 }
 
-shared_workspace_scope::~shared_workspace_scope() {
+capture_workspaces::~capture_workspaces() {
   std::vector<at::DataPtr> dropped;  // freed after the locks
-  for (auto& r : replaced_) {
-    std::unique_lock lock(r->map->mutex);
-    auto it = r->map->map.find(r->key);
-    if (it != r->map->map.end())
-      dropped.push_back(std::move(it->second));  // the alias: owns nothing
-    if (r->before)
-      r->map->map.insert_or_assign(r->key, std::move(*r->before));
-    else if (it != r->map->map.end())
-      r->map->map.erase(it);
+  for (auto& w : workspaces_) {
+    std::unique_lock lock(w->map->mutex);
+    w->map->map.erase(workspace_key{w->handle, w->training});
+    if (w->capture_before)
+      w->map->map.insert_or_assign(workspace_key{w->handle, w->capture},
+                                   std::move(*w->capture_before));
+    else
+      w->map->map.erase(workspace_key{w->handle, w->capture});
+    dropped.push_back(std::move(w->own));
   }
+}
+
+std::vector<device_range> capture_workspaces::own() const {
+  std::vector<device_range> ranges;
+  for (const auto& w : workspaces_)
+    if (w->own)
+      ranges.push_back({w->own.get(), w->bytes});
+  return ranges;
+}
+
+std::vector<pointer_move> capture_workspaces::hand_over(const std::vector<device_range>& read) {
+  std::vector<pointer_move> moves;
+  for (auto& w : workspaces_) {
+    if (std::none_of(read.begin(), read.end(),
+                     [&](const device_range& r) { return w->own && r.begin == w->own.get(); }))
+      continue;
+    std::unique_lock lock(w->map->mutex);
+    if (const auto* kept = w->kept()) {
+      moves.push_back({{w->own.get(), w->bytes}, kept->get()});
+    } else {
+      // Aliased by the thread's entries until the scope ends.
+      w->keep_own();
+    }
+  }
+  return moves;
 }
 
 } // namespace gradd::cuda

@@ -1,10 +1,10 @@
 #pragma once
 
-// The cuBLAS workspaces a stream actor shares with the training stream it
-// captures for (Note [One cuBLAS workspace per training stream],
+// The cuBLAS workspaces of a stream actor's capture, and those its graphs
+// read afterwards (Note [One cuBLAS workspace per training stream],
 // blas_workspace.cpp).
 
-#include "cuda/bound_inputs.hpp"
+#include "cuda/graph_pointers.hpp"
 
 #include <c10/cuda/CUDAStream.h>
 
@@ -14,25 +14,32 @@
 namespace gradd::cuda {
 
 /// For its scope, the calling thread's cuBLAS and cuBLASLt calls on
-/// `training` and on `capture` use the workspaces of `training`'s own
-/// calls, which gradd keeps from then on. Call on the thread that makes
-/// those calls, with `training`'s device current.
-class shared_workspace_scope {
+/// `training` and on `capture` use workspaces of the scope's own.
+/// hand_over() then says where a graph captured in the scope is to read
+/// instead: the workspaces of `training`'s own calls, which gradd keeps from
+/// then on. Call on the thread that makes those calls, with `training`'s
+/// device current.
+class capture_workspaces {
 public:
-  shared_workspace_scope(c10::cuda::CUDAStream training, c10::cuda::CUDAStream capture);
-  /// Puts back what the thread's calls on `capture` used before.
-  ~shared_workspace_scope();
-  shared_workspace_scope(const shared_workspace_scope&) = delete;
-  shared_workspace_scope& operator=(const shared_workspace_scope&) = delete;
+  capture_workspaces(c10::cuda::CUDAStream training, c10::cuda::CUDAStream capture);
+  /// Puts back what the thread's calls on `capture` used before, and gives
+  /// the scope's workspaces back to `training`'s blocks.
+  ~capture_workspaces();
+  capture_workspaces(const capture_workspaces&) = delete;
+  capture_workspaces& operator=(const capture_workspaces&) = delete;
 
-  /// The workspaces shared: a graph captured in the scope that reads one
-  /// may run on `training` only.
-  const std::vector<device_range>& shared() const noexcept { return shared_; }
+  /// The scope's own workspaces.
+  std::vector<device_range> own() const;
+
+  /// Once, after the last launch in the scope of a graph captured in it:
+  /// the moves from the scope's workspaces in `read` (those the graph
+  /// reads) to `training`'s. Where `training` has none yet, the scope's
+  /// becomes it, kept, and is not moved.
+  std::vector<pointer_move> hand_over(const std::vector<device_range>& read);
 
 private:
-  struct replaced;  // a map entry the scope replaced, to put back
-  std::vector<std::unique_ptr<replaced>> replaced_;
-  std::vector<device_range> shared_;
+  struct workspace;  // one per map: the scope's own, and the entries it replaced
+  std::vector<std::unique_ptr<workspace>> workspaces_;
 };
 
 } // namespace gradd::cuda

@@ -33,6 +33,7 @@
 #include "cuda/bound_inputs.hpp"
 
 #include "cuda/driver_calls.hpp"
+#include "cuda/graph_pointers.hpp"
 
 #include <c10/cuda/CUDAException.h>
 
@@ -84,31 +85,6 @@ struct pointer_slot {
   uintptr_t offset = 0;
 };
 
-/// The nodes of `graph` as the driver lists them: in the order they were
-/// captured, which find() relies on to pair a graph's nodes with its twin's
-/// (a pair that does not match in kind or kernel refuses the binding; two
-/// like nodes swapped would only leave their pointers unbound).
-std::vector<cudaGraphNode_t> nodes_of(cudaGraph_t graph) {
-  size_t count = 0;
-  C10_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
-  std::vector<cudaGraphNode_t> nodes(count);
-  C10_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
-  return nodes;
-}
-
-/// Each argument's offset and size in a kernel's parameter buffer.
-std::vector<std::pair<size_t, size_t>> argument_layout(const CUDA_KERNEL_NODE_PARAMS& kernel) {
-  std::vector<std::pair<size_t, size_t>> layout;
-  for (size_t i = 0;; ++i) {
-    size_t offset = 0, size = 0;
-    auto status = kernel.func ? driver().function_argument(kernel.func, i, &offset, &size)
-                              : driver().kernel_argument(kernel.kern, i, &offset, &size);
-    if (status != CUDA_SUCCESS)
-      return layout;
-    layout.emplace_back(offset, size);
-  }
-}
-
 constexpr auto shared_memory_limit_attribute = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
 
 /// The most dynamic shared memory a kernel node's kernel allows a launch
@@ -153,64 +129,6 @@ struct bound_inputs::node_arguments {
   }
 };
 
-bool points_into(cudaGraph_t graph, const std::vector<device_range>& ranges) {
-  if (ranges.empty())
-    return false;
-  auto inside = [&](const void* pointer) {
-    auto word = reinterpret_cast<uintptr_t>(pointer);
-    return std::any_of(ranges.begin(), ranges.end(), [word](const device_range& r) {
-      return word - reinterpret_cast<uintptr_t>(r.begin) < r.bytes;
-    });
-  };
-  const auto& calls = driver();
-  for (auto node : nodes_of(graph)) {
-    cudaGraphNodeType type{};
-    C10_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-    switch (type) {
-      case cudaGraphNodeTypeKernel: {
-        CUDA_KERNEL_NODE_PARAMS kernel{};
-        if (!calls.rebinds() || calls.node_arguments(node, &kernel) != CUDA_SUCCESS)
-          return true;
-        auto layout = argument_layout(kernel);
-        if (!layout.empty() && !kernel.kernelParams)
-          return true;
-        for (size_t i = 0; i < layout.size(); ++i) {
-          auto [offset, size] = layout[i];
-          const auto* bytes = static_cast<const unsigned char*>(kernel.kernelParams[i]);
-          for (size_t at = 0; at + 8 <= size; at += 4) {
-            const void* word = nullptr;
-            std::memcpy(&word, bytes + at, sizeof word);
-            if (inside(word))
-              return true;
-          }
-        }
-        break;
-      }
-      case cudaGraphNodeTypeMemcpy: {
-        cudaMemcpy3DParms copy{};
-        C10_CUDA_CHECK(cudaGraphMemcpyNodeGetParams(node, &copy));
-        if (inside(copy.srcPtr.ptr) || inside(copy.dstPtr.ptr))
-          return true;
-        break;
-      }
-      case cudaGraphNodeTypeMemset: {
-        cudaMemsetParams set{};
-        C10_CUDA_CHECK(cudaGraphMemsetNodeGetParams(node, &set));
-        if (inside(set.dst))
-          return true;
-        break;
-      }
-      case cudaGraphNodeTypeEmpty:
-      case cudaGraphNodeTypeWaitEvent:
-      case cudaGraphNodeTypeEventRecord:
-        break;
-      default:
-        return true;
-    }
-  }
-  return false;
-}
-
 bound_inputs::bound_inputs() = default;
 bound_inputs::~bound_inputs() = default;
 bound_inputs::bound_inputs(bound_inputs&&) noexcept = default;
@@ -246,6 +164,9 @@ bound_inputs bound_inputs::find(cudaGraph_t graph, cudaGraph_t twin,
       return std::nullopt;
     return pointer_slot{0, *input, offset};
   };
+  // In the order they were captured: a pair that does not match in kind or
+  // kernel refuses the binding; two like nodes swapped would only leave
+  // their pointers unbound.
   auto nodes = nodes_of(graph), twins = nodes_of(twin);
   if (nodes.size() != twins.size())
     return refuse("its two captures differ in their number of nodes");
@@ -427,6 +348,31 @@ std::optional<size_t> bound_inputs::bind_moved(
     if (!rewrite(exec, *nodes_[n], bound_to_))
       return std::nullopt;
   return due.size();
+}
+
+bool bound_inputs::move_pointers(cudaGraphExec_t exec, const std::vector<pointer_move>& moves) {
+  for (auto& node : nodes_) {
+    bool any = false;
+    if (node->is_copy) {
+      for (void** end : {&node->copy.srcPtr.ptr, &node->copy.dstPtr.ptr}) {
+        auto* to = const_cast<void*>(moved_pointer(*end, moves));
+        any = any || to != *end;
+        *end = to;
+      }
+    } else {
+      for (auto [offset, size] : argument_layout(node->kernel))
+        any = move_words(node->values.data(), offset, offset + size, moves) || any;
+    }
+    if (!any)
+      continue;
+    if (int status = node->set_in(exec); status != 0) {
+      (void)cudaGetLastError();
+      refusal_ = std::string(node->is_copy ? "a memcpy node" : "a kernel node") + " (error "
+                 + std::to_string(status) + ")";
+      return false;
+    }
+  }
+  return true;
 }
 
 bool bound_inputs::rewrite(cudaGraphExec_t exec, node_arguments& node,

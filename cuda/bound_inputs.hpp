@@ -10,6 +10,8 @@
 // since the last replay, which costs CPU time per node rewritten but no
 // copy on the device.
 
+#include "cuda/graph_pointers.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -29,17 +31,6 @@ struct twin_buffers {
   const void* in_twin = nullptr;
   size_t bytes = 0;
 };
-
-/// A range of device memory.
-struct device_range {
-  const void* begin = nullptr;
-  size_t bytes = 0;
-};
-
-/// Whether a node of `graph` holds a pointer into one of `ranges`: a word
-/// of a kernel's arguments, a memcpy's or memset's address. True where a
-/// node cannot be read.
-bool points_into(cudaGraph_t graph, const std::vector<device_range>& ranges);
 
 class bound_inputs {
 public:
@@ -99,6 +90,11 @@ public:
   /// yet (before the first bind, after a refusal).
   std::optional<size_t> bind_moved(cudaGraphExec_t exec,
                                    const std::vector<std::pair<uint32_t, const void*>>& moved);
+
+  /// Applies `moves` to the arguments it sets (which `exec` has now) and
+  /// sets the nodes they changed in `exec`; false where the driver refused
+  /// one. For a graph whose other nodes move_pointers() moved.
+  bool move_pointers(cudaGraphExec_t exec, const std::vector<pointer_move>& moves);
 
   /// The last node the driver refused new arguments for, for the log.
   const std::string& refusal() const noexcept { return refusal_; }

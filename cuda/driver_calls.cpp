@@ -23,6 +23,7 @@ const driver_calls& driver() {
     };
     load("cuGraphKernelNodeGetParams", c.node_arguments, 12000);
     load("cuGraphExecKernelNodeSetParams", c.set_node_arguments, 12000);
+    load("cuGraphKernelNodeSetParams", c.set_graph_node_arguments, 12000);
     load("cuFuncGetParamInfo", c.function_argument, 12040);
     load("cuKernelGetParamInfo", c.kernel_argument, 12040);
     load("cuFuncGetAttribute", c.function_attribute, 2020);

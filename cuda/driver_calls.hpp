@@ -12,6 +12,7 @@ struct driver_calls {
   // A kernel node's arguments (bound_inputs.cpp).
   PFN_cuGraphKernelNodeGetParams_v12000 node_arguments = nullptr;
   PFN_cuGraphExecKernelNodeSetParams_v12000 set_node_arguments = nullptr;
+  PFN_cuGraphKernelNodeSetParams_v12000 set_graph_node_arguments = nullptr;  // not instantiated
   PFN_cuFuncGetParamInfo_v12040 function_argument = nullptr;
   PFN_cuKernelGetParamInfo_v12040 kernel_argument = nullptr;
   // A kernel's dynamic shared memory limit, read for a refusal's message.
@@ -20,7 +21,8 @@ struct driver_calls {
 
   /// Whether a graph's kernel arguments can be read and rewritten.
   bool rebinds() const noexcept {
-    return node_arguments && set_node_arguments && function_argument && kernel_argument;
+    return node_arguments && set_node_arguments && set_graph_node_arguments && function_argument
+           && kernel_argument;
   }
 };
 

@@ -165,18 +165,42 @@ void backward_graph::count_bytes(size_t scratch_bytes) {
   counted_ = true;
 }
 
+void backward_graph::read_training_workspace(capture_workspaces& workspace,
+                                             c10::cuda::CUDAStream training) {
+  std::vector<device_range> read;
+  for (const auto& own : workspace.own()) {
+    bool reads = points_into(graph_, {own});
+    for (const auto& c : cuts_)
+      reads = reads || points_into(c.graph, {own});
+    if (reads)
+      read.push_back(own);
+  }
+  if (read.empty())
+    return;
+  workspace_stream_ = training.stream();
+  auto moves = workspace.hand_over(read);
+  if (moves.empty())
+    return;  // the capture's own became the training stream's
+  move_pointers(graph_, exec_, moves);
+  if (!bound_.move_pointers(exec_, moves))
+    throw std::runtime_error("the CUDA driver refused a bound kernel's move to the training "
+                             "stream's cuBLAS workspace (" + bound_.refusal() + ")");
+  for (auto& c : cuts_)
+    move_pointers(c.graph, c.exec, moves);
+}
+
 std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& request,
                                                         c10::cuda::CUDAStream side,
                                                         std::shared_ptr<graph_pool> pool,
                                                         std::vector<at::Tensor> kin) {
   if (request.delay_ms > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(request.delay_ms));
-  // Eager work on the training stream, captures on `side`, both with the
-  // training stream's cuBLAS workspace (Note [One cuBLAS workspace per
-  // training stream]).
+  // Eager work on the training stream, captures on `side`, both with
+  // cuBLAS workspaces of the capture's own until its trials are done (Note
+  // [One cuBLAS workspace per training stream]).
   auto training = request.stream;
   c10::cuda::CUDAGuard device(training.device_index());
-  shared_workspace_scope workspace(training, side);
+  capture_workspaces workspace(training, side);
   c10::cuda::CUDAStreamGuard on_training(training);
   auto recording = functional::record_lifted(*request.lifted, request.backward, *request.task,
                                              request.num_outputs, training.unwrap(),
@@ -202,8 +226,7 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
     return cut_of(at).outputs;
   };
   // Warm-up: kernels' modules load before the capture. It writes no memory
-  // of the pool, and the workspace it shares is the training stream's, in
-  // order with that stream's own work.
+  // of the pool.
   functional::interpret(recording, nodes, g->inputs_, options);
 
   // Where leaves are called live or the graph is cut, the graph marks
@@ -252,11 +275,6 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
     C10_CUDA_CHECK(cudaGraphInstantiate(&c.exec, c.graph, 0));
   g->live_nodes_ = g->cuts_.size();
   g->replayed_.emplace();
-  bool reads_workspace = points_into(g->graph_, workspace.shared());
-  for (const auto& c : g->cuts_)
-    reads_workspace = reads_workspace || points_into(c.graph, workspace.shared());
-  if (reads_workspace)
-    g->workspace_stream_ = training.stream();
 
   g->take_leaves(outputs, roles, table);
   if (g->cuts_.empty()) {
@@ -276,6 +294,7 @@ std::shared_ptr<backward_graph> backward_graph::capture(const capture_request& r
     g->stale_reads_harmless_ = false;
     g->recording_ = std::make_shared<const functional::recording>(std::move(recording));
   }
+  g->read_training_workspace(workspace, training);
   // Its trials done, it writes the gradients it shares where the older
   // graph does (Note [Outputs shared across shapes]); then they are lent.
   shared.redirect(g->graph_, g->exec_);
