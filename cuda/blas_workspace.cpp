@@ -18,8 +18,8 @@
 // sums there and a second kernel reduces them. A launch of the other
 // thread landing between the two overwrites the sums. So for a capture the
 // actor's calls, on the training stream and on its capture stream, use
-// workspaces of the capture's own, taken from the training stream's blocks
-// and given back at its end; once the trials are done, the graph's pointers
+// workspaces of the capture's own, in order on the training stream and given
+// back to the device at its end (not cached: they would stay reserved); once the trials are done, the graph's pointers
 // into them move to the training stream's workspace (move_pointers: words
 // of kernel arguments, memset and memcpy addresses). A pointer no argument
 // shows would not move; [cuda] checks that cuBLAS's kernels read their
@@ -35,7 +35,7 @@
 #include "cuda/blas_workspace.hpp"
 
 #include <ATen/cuda/CUDAContextLight.h>
-#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -64,6 +64,48 @@ struct kept_workspaces {
     return *kept;
   }
 };
+
+/// Device memory queued for release on a stream, with its stream.
+struct stream_ordered {
+  void* memory = nullptr;
+  cudaStream_t stream = nullptr;
+};
+
+void release_stream_ordered(void* context) {
+  auto* allocation = static_cast<stream_ordered*>(context);
+  (void)cudaFreeAsync(allocation->memory, allocation->stream);
+  delete allocation;
+}
+
+/// `bytes` of device memory in order on `stream`, given back to the device
+/// in order on it: not cached by PyTorch's allocator, so that a capture's
+/// workspaces reserve nothing once it is done.
+at::DataPtr stream_ordered_bytes(c10::cuda::CUDAStream stream, size_t bytes) {
+  void* memory = nullptr;
+  auto status = cudaMallocAsync(&memory, bytes, stream.stream());
+  if (status == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "gradd: no ", bytes,
+                     " bytes for a capture's cuBLAS workspace");
+  }
+  C10_CUDA_CHECK(status);
+  return at::DataPtr(memory, new stream_ordered{memory, stream.stream()}, &release_stream_ordered,
+                     stream.device());
+}
+
+/// The calling thread's cuBLAS handle on `training`'s device. PyTorch's
+/// call makes the handle a workspace for the current stream where it has
+/// none: asked once per thread, so that only a thread's first capture pays
+/// for one.
+void* blas_handle(c10::cuda::CUDAStream training) {
+  thread_local std::map<c10::DeviceIndex, void*> handles;
+  auto [it, first] = handles.try_emplace(training.device_index(), nullptr);
+  if (first) {
+    c10::cuda::CUDAStreamGuard on_training(training);
+    it->second = at::cuda::getCurrentCUDABlasHandle();
+  }
+  return it->second;
+}
 
 /// An entry pointing at `memory` that owns nothing.
 at::DataPtr alias_of(const at::DataPtr& memory) {
@@ -116,8 +158,7 @@ capture_workspaces::capture_workspaces(c10::cuda::CUDAStream training,
   // cuBLAS warns on a thread without a current CUDA context: a guard to
   // the device current already sets none.
   c10::cuda::set_device(training.device_index(), /*force=*/true);
-  c10::cuda::CUDAStreamGuard on_training(training);  // the scope's own come from its blocks
-  void* handle = at::cuda::getCurrentCUDABlasHandle();
+  void* handle = blas_handle(training);
   std::vector<at::DataPtr> dropped;  // freed after the locks
   for (auto* map : {&at::cuda::cublas_handle_stream_to_workspace(),
                     &at::cuda::cublaslt_handle_stream_to_workspace()}) {
@@ -130,7 +171,12 @@ capture_workspaces::capture_workspaces(c10::cuda::CUDAStream training,
     w->handle = handle;
     w->training = training.stream();
     w->capture = capture.stream();
-    w->own = c10::cuda::CUDACachingAllocator::get()->allocate(w->bytes);
+    try {
+      w->own = stream_ordered_bytes(training, w->bytes);
+    } catch (...) {
+      put_back();  // the maps as they were: no destructor runs
+      throw;
+    }
     std::unique_lock lock(map->mutex);
     // The thread's own for the training stream, made by its first call
     // there, gives way to the scope's.
@@ -145,6 +191,10 @@ capture_workspaces::capture_workspaces(c10::cuda::CUDAStream training,
 }
 
 capture_workspaces::~capture_workspaces() {
+  put_back();
+}
+
+void capture_workspaces::put_back() {
   std::vector<at::DataPtr> dropped;  // freed after the locks
   for (auto& w : workspaces_) {
     std::unique_lock lock(w->map->mutex);
@@ -156,6 +206,7 @@ capture_workspaces::~capture_workspaces() {
       w->map->map.erase(workspace_key{w->handle, w->capture});
     dropped.push_back(std::move(w->own));
   }
+  workspaces_.clear();
 }
 
 std::vector<device_range> capture_workspaces::own() const {

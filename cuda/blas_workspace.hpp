@@ -23,7 +23,7 @@ class capture_workspaces {
 public:
   capture_workspaces(c10::cuda::CUDAStream training, c10::cuda::CUDAStream capture);
   /// Puts back what the thread's calls on `capture` used before, and gives
-  /// the scope's workspaces back to `training`'s blocks.
+  /// the scope's workspaces back to the device, in order on `training`.
   ~capture_workspaces();
   capture_workspaces(const capture_workspaces&) = delete;
   capture_workspaces& operator=(const capture_workspaces&) = delete;
@@ -38,6 +38,9 @@ public:
   std::vector<pointer_move> hand_over(const std::vector<device_range>& read);
 
 private:
+  /// The destructor's work.
+  void put_back();
+
   struct workspace;  // one per map: the scope's own, and the entries it replaced
   std::vector<std::unique_ptr<workspace>> workspaces_;
 };
