@@ -134,9 +134,11 @@ struct capture_workspaces::workspace {
     auto key = std::make_tuple(static_cast<const void*>(map), device, training);
     if (auto it = kept.by_stream.find(key); it != kept.by_stream.end())
       return &it->second;
+    // An entry that owns nothing aliases another's: gradd's kept one, or
+    // the own workspace of a capture whose capture stream this one trains on.
     for (auto& [entry, memory] : map->map)
       if (std::get<0>(entry) != handle && std::get<1>(entry) == training
-          && memory.device().index() == device) {
+          && memory.device().index() == device && memory.get_deleter() != nullptr) {
         auto& mine = kept.by_stream[key];
         mine = std::move(memory);
         memory = alias_of(mine);
