@@ -16,14 +16,16 @@
 // there, and one cuBLAS call can be several launches that share the
 // workspace: a product split along its inner dimension writes partial
 // sums there and a second kernel reduces them. A launch of the other
-// thread landing between the two overwrites the sums. So for a capture the
-// actor's calls, on the training stream and on its capture stream, use
-// workspaces of the capture's own, in order on the training stream and given
-// back to the device at its end (not cached: they would stay reserved); once the trials are done, the graph's pointers
-// into them move to the training stream's workspace (move_pointers: words
-// of kernel arguments, memset and memcpy addresses). A pointer no argument
-// shows would not move; [cuda] checks that cuBLAS's kernels read their
-// workspace through their arguments only (blas_workspace_test.cpp).
+// thread landing between the two overwrites the sums (on an H100, up to 81
+// of 400 products in the hidden case [workspace-race]). So for a capture
+// the actor's calls, on the training stream and on its capture stream, use
+// workspaces of the capture's own: in order on the training stream, and
+// given back to the device at its end (PyTorch's allocator would keep them
+// reserved). Once the trials are done, the graph's pointers into them move
+// to the training stream's workspace (move_pointers: words of kernel
+// arguments, memset and memcpy addresses). A pointer no argument shows
+// would not move; [cuda] checks that cuBLAS's kernels reach their workspace
+// through their arguments only (blas_workspace_test.cpp).
 //
 // gradd takes the training stream's workspace into its keeping and leaves
 // the map an entry that owns nothing, so that clearCublasWorkspaces() (a
@@ -151,7 +153,8 @@ struct capture_workspaces::workspace {
   void keep_own() {
     auto& kept = kept_workspaces::instance();
     std::lock_guard lock(kept.mutex);
-    kept.by_stream[std::make_tuple(static_cast<const void*>(map), device, training)] = std::move(own);
+    auto key = std::make_tuple(static_cast<const void*>(map), device, training);
+    kept.by_stream[key] = std::move(own);
   }
 };
 

@@ -262,14 +262,16 @@ TEST_CASE("a graph captured on a capture's own cuBLAS workspace reads the traini
       // The capture's own, poisoned: a kernel still reading it there
       // would show, and one writing it would unpoison it.
       for (const auto& r : own)
-        C10_CUDA_CHECK(cudaMemsetAsync(const_cast<void*>(r.begin), 0xFF, r.bytes, training.stream()));
+        C10_CUDA_CHECK(
+            cudaMemsetAsync(const_cast<void*>(r.begin), 0xFF, r.bytes, training.stream()));
     }
     C10_CUDA_CHECK(cudaGraphLaunch(exec, training.stream()));
     training.synchronize();
     CHECK(torch::equal(out, alone));
     for (const auto& r : reads) {
-      auto left = torch::from_blob(const_cast<void*>(r.begin), {static_cast<int64_t>(r.bytes)},
-                                   torch::TensorOptions().dtype(torch::kUInt8).device(torch::kCUDA));
+      auto bytes = torch::TensorOptions().dtype(torch::kUInt8).device(torch::kCUDA);
+      auto left =
+          torch::from_blob(const_cast<void*>(r.begin), {static_cast<int64_t>(r.bytes)}, bytes);
       CHECK(left.eq(0xFF).all().item<bool>());
     }
     workspace.reset();
