@@ -130,7 +130,7 @@ struct capture_workspaces::workspace {
   /// on first use from the map's entry of another handle for that stream
   /// (the training thread's), which then owns nothing; null where there is
   /// none. Call with the map's mutex held.
-  const at::DataPtr* kept() const {
+  const at::DataPtr* kept() {
     auto& kept = kept_workspaces::instance();
     std::lock_guard lock(kept.mutex);
     auto key = std::make_tuple(static_cast<const void*>(map), device, training);

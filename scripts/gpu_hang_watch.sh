@@ -6,7 +6,8 @@
 # and it is killed. A run that fails leaves its output in
 # $OUT/failed-run-N.out.
 #   usage: scripts/gpu_hang_watch.sh RUNS SECONDS CMD...
-# e.g. the hang in design.md's Known gaps:
+# e.g. the encoder's shape sweep under allocation recording, which hung in
+# 4 of 57 runs while captures shared the training thread's cuBLAS workspace:
 #   scripts/gpu_hang_watch.sh 40 20 scripts/gpu_prebuilt.sh run .deps/bin/gradd-bench \
 #     --model encoder --shapes sweep --device cuda --mode both --iters 20 --warmup 5 \
 #     --memory-snapshot /tmp/hang

@@ -29,7 +29,8 @@ for line in open(sys.argv[1]):
     print(row["args"], {k: row[k] for k in fields if k in row})
 EOF
 # Symbolizing each allocation's stack by dladdr is quick enough for 20 steps:
-# a run takes seconds. One that stops (exit 124) hung: design.md, Known gaps.
+# a run takes seconds. One that stops (exit 124) hung: scripts/gpu_hang_watch.sh
+# keeps the stacks of such a run.
 for model in wide-mlp encoder resnet18; do
   prefix=/tmp/gradd-memory-$model
   TORCH_SYMBOLIZE_MODE=dladdr timeout 60 "$bench" --model $model --shapes sweep $common \

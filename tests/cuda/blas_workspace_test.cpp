@@ -115,9 +115,12 @@ TEST_CASE("clearing PyTorch's cuBLAS workspaces frees none a CUDA graph reads", 
 namespace {
 
 /// Products of a long inner dimension: where cuBLAS splits it, writing
-/// partial sums into its workspace for a second kernel to reduce.
+/// partial sums into its workspace for a second kernel to reduce. With the
+/// streams a training thread and a capture queue them on.
 struct long_products {
   torch::Tensor a, b, c, d;
+  c10::cuda::CUDAStream training = c10::cuda::getStreamFromPool(false, 0);
+  c10::cuda::CUDAStream capture = c10::cuda::getStreamFromPool(false, 0);
   long_products() {
     auto cuda = torch::TensorOptions().device(torch::kCUDA);
     a = torch::randn({64, 1 << 16}, cuda), b = torch::randn({1 << 16, 64}, cuda);
@@ -155,12 +158,12 @@ cudaGraph_t capture_product(c10::cuda::CUDAStream capture, torch::Tensor& out,
 }
 
 /// Runs `actor_calls` on a second thread, with device 0 current, while this
-/// one queues products of a and b on `stream`; whether every product of
-/// both threads is the one made alone.
+/// one queues products of a and b on the training stream; whether every
+/// product of both threads is the one made alone.
 template <typename Actor>
-void require_exact_beside_actor(const long_products& m, c10::cuda::CUDAStream stream,
-                                Actor actor_calls) {
+void require_exact_beside_actor(const long_products& m, Actor actor_calls) {
   constexpr int calls = 400;
+  auto stream = m.training;
   auto ab = products(stream, m.a, m.b, 1).front();
   auto cd = products(stream, m.c, m.d, 1).front();
   std::vector<torch::Tensor> actor_products;
@@ -181,11 +184,9 @@ TEST_CASE("a capture's cuBLAS calls on the training stream leave the training th
   if (!have_cuda())
     return;
   long_products m;
-  auto training = c10::cuda::getStreamFromPool(false, 0);
-  auto capture = c10::cuda::getStreamFromPool(false, 0);
-  require_exact_beside_actor(m, training, [&](int calls) {
-    gradd::cuda::capture_workspaces own(training, capture);  // as a capture's eager work
-    return products(training, m.c, m.d, calls);
+  require_exact_beside_actor(m, [&](int calls) {
+    gradd::cuda::capture_workspaces own(m.training, m.capture);  // as a capture's eager work
+    return products(m.training, m.c, m.d, calls);
   });
 }
 
@@ -200,10 +201,10 @@ TEST_CASE("two threads' cuBLAS calls on one stream through one workspace", "[.][
   if (!have_cuda())
     return;
   long_products m;
-  auto training = c10::cuda::getStreamFromPool(false, 0);
+  auto training = m.training;
   products(training, m.a, m.b, 1);  // this thread's workspace for `training`
   auto shared = *workspace_addresses().begin();
-  require_exact_beside_actor(m, training, [&](int calls) {
+  require_exact_beside_actor(m, [&](int calls) {
     void* handle = nullptr;
     {
       c10::cuda::CUDAStreamGuard on_training(training);
@@ -228,8 +229,7 @@ TEST_CASE("a graph captured on a capture's own cuBLAS workspace reads the traini
   if (!have_cuda())
     return;
   long_products m;
-  auto training = c10::cuda::getStreamFromPool(false, 0);
-  auto capture = c10::cuda::getStreamFromPool(false, 0);
+  auto training = m.training, capture = m.capture;
   int read = 0;
   for (const auto& [x, y] : {std::pair(m.a, m.b), std::pair(m.c, m.d)}) {
     auto alone = products(training, x, y, 1).front();  // this thread's workspace for `training`
