@@ -112,10 +112,8 @@ std::string shared_memory_of(const CUDA_KERNEL_NODE_PARAMS& kernel) {
 struct bound_inputs::node_arguments {
   cudaGraphNode_t node = nullptr;
   bool is_copy = false;
-  CUDA_KERNEL_NODE_PARAMS kernel{};   ///< a kernel node: its launch, arguments in `values`
-  std::vector<unsigned char> values;  ///< every argument's bytes at its device offset
-  std::vector<void*> arguments;       ///< kernel.kernelParams: into values
-  cudaMemcpy3DParms copy{};           ///< a memcpy node: its copy
+  kernel_arguments kernel;   ///< a kernel node: its launch
+  cudaMemcpy3DParms copy{};  ///< a memcpy node: its copy
   std::vector<pointer_slot> slots;
 
   /// Hands the node's arguments to `exec`; the error code, 0 if taken.
@@ -125,7 +123,7 @@ struct bound_inputs::node_arguments {
     // A refusal is not mended by raising the kernel's shared memory limit:
     // that limit belongs to the library that launches the kernel (a raise
     // ended a convnet's shape sweep in cuDNN: docs/design.md, Known gaps).
-    return static_cast<int>(driver().set_node_arguments(exec, node, &kernel));
+    return static_cast<int>(driver().set_node_arguments(exec, node, &kernel.launch));
   }
 };
 
@@ -144,8 +142,7 @@ bound_inputs bound_inputs::find(cudaGraph_t graph, cudaGraph_t twin,
     found.why_not_ = std::move(why);
     return std::move(found);
   };
-  const auto& calls = driver();
-  if (!calls.rebinds())
+  if (!driver().rebinds())
     return refuse("the CUDA driver lacks cuFuncGetParamInfo (CUDA 12.4)");
 
   shift_index moved_by(buffers);
@@ -182,28 +179,20 @@ bound_inputs bound_inputs::find(cudaGraph_t graph, cudaGraph_t twin,
     switch (type) {
       case cudaGraphNodeTypeKernel: {
         auto& kernel = arguments->kernel;
-        CUDA_KERNEL_NODE_PARAMS twin_kernel{};
-        if (calls.node_arguments(nodes[n], &kernel) != CUDA_SUCCESS
-            || calls.node_arguments(twins[n], &twin_kernel) != CUDA_SUCCESS)
-          return refuse("a kernel node's arguments cannot be read");
-        if (kernel.func != twin_kernel.func || kernel.kern != twin_kernel.kern)
+        kernel_arguments twin_kernel;
+        auto why = read_arguments(nodes[n], kernel);
+        if (why.empty())
+          why = read_arguments(twins[n], twin_kernel);
+        if (!why.empty())
+          return refuse(why);
+        if (kernel.launch.func != twin_kernel.launch.func
+            || kernel.launch.kern != twin_kernel.launch.kern)
           return refuse("its two captures differ in a kernel");
-        auto layout = argument_layout(kernel);
-        if (!layout.empty() && (!kernel.kernelParams || !twin_kernel.kernelParams))
-          return refuse("a kernel takes its arguments as one opaque buffer");
-        size_t end = 0;
-        for (auto [offset, size] : layout)
-          end = std::max(end, offset + size);
-        arguments->values.resize(end);
-        std::vector<unsigned char> twin_values(end);
-        for (size_t i = 0; i < layout.size(); ++i) {
-          auto [offset, size] = layout[i];
-          std::memcpy(arguments->values.data() + offset, kernel.kernelParams[i], size);
-          std::memcpy(twin_values.data() + offset, twin_kernel.kernelParams[i], size);
+        for (auto [offset, size] : kernel.layout)
           for (size_t at = (offset + 3) / 4 * 4; at + 8 <= offset + size;) {
             uintptr_t word = 0, twin_word = 0;
-            std::memcpy(&word, arguments->values.data() + at, sizeof word);
-            std::memcpy(&twin_word, twin_values.data() + at, sizeof twin_word);
+            std::memcpy(&word, kernel.values.data() + at, sizeof word);
+            std::memcpy(&twin_word, twin_kernel.values.data() + at, sizeof twin_word);
             auto slot = derived(word, twin_word);
             if (!slot) {
               at += 4;
@@ -213,11 +202,6 @@ bound_inputs bound_inputs::find(cudaGraph_t graph, cudaGraph_t twin,
             arguments->slots.push_back(*slot);
             at += 8;
           }
-        }
-        for (auto [offset, size] : layout)
-          arguments->arguments.push_back(arguments->values.data() + offset);
-        kernel.kernelParams = arguments->arguments.data();
-        kernel.extra = nullptr;
         break;
       }
       case cudaGraphNodeTypeMemcpy: {
@@ -360,8 +344,8 @@ bool bound_inputs::move_pointers(cudaGraphExec_t exec, const std::vector<pointer
         *end = to;
       }
     } else {
-      for (auto [offset, size] : argument_layout(node->kernel))
-        any = move_words(node->values.data(), offset, offset + size, moves) || any;
+      for (auto [offset, size] : node->kernel.layout)
+        any = move_words(node->kernel.values.data(), offset, offset + size, moves) || any;
     }
     if (!any)
       continue;
@@ -382,7 +366,7 @@ bool bound_inputs::rewrite(cudaGraphExec_t exec, node_arguments& node,
     if (node.is_copy)
       node.copy.srcPtr.ptr = reinterpret_cast<void*>(address);
     else
-      std::memcpy(node.values.data() + slot.at, &address, sizeof address);
+      std::memcpy(node.kernel.values.data() + slot.at, &address, sizeof address);
   }
   int status = node.set_in(exec);
   if (status == 0)
@@ -392,8 +376,8 @@ bool bound_inputs::rewrite(cudaGraphExec_t exec, node_arguments& node,
   refused_inputs_.clear();
   for (const auto& other : nodes_)
     if (other.get() == &node
-        || (!node.is_copy && !other->is_copy && other->kernel.func == node.kernel.func
-            && other->kernel.kern == node.kernel.kern))
+        || (!node.is_copy && !other->is_copy && other->kernel.launch.func == node.kernel.launch.func
+            && other->kernel.launch.kern == node.kernel.launch.kern))
       for (const auto& slot : other->slots)
         refused_inputs_.push_back(slot.input);
   std::sort(refused_inputs_.begin(), refused_inputs_.end());
@@ -401,7 +385,7 @@ bool bound_inputs::rewrite(cudaGraphExec_t exec, node_arguments& node,
                         refused_inputs_.end());
   refusal_ = node.is_copy ? "a memcpy node (error " + std::to_string(status) + ")"
                           : "a kernel node (error " + std::to_string(status) + "; "
-                                + shared_memory_of(node.kernel) + ")";
+                                + shared_memory_of(node.kernel.launch) + ")";
   return false;
 }
 

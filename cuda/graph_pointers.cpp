@@ -16,37 +16,35 @@ namespace gradd::cuda {
 
 namespace {
 
+/// Each argument's offset and size in a kernel's parameter buffer.
+std::vector<std::pair<size_t, size_t>> argument_layout(const CUDA_KERNEL_NODE_PARAMS& kernel) {
+  std::vector<std::pair<size_t, size_t>> layout;
+  for (size_t i = 0;; ++i) {
+    size_t offset = 0, size = 0;
+    auto status = kernel.func ? driver().function_argument(kernel.func, i, &offset, &size)
+                              : driver().kernel_argument(kernel.kern, i, &offset, &size);
+    if (status != CUDA_SUCCESS)
+      return layout;
+    layout.emplace_back(offset, size);
+  }
+}
+
 /// Moves a kernel node's arguments in `graph` and `exec`; whether any moved.
 bool move_kernel(cudaGraphNode_t node, cudaGraphExec_t exec,
                  const std::vector<pointer_move>& moves) {
-  const auto& calls = driver();
-  CUDA_KERNEL_NODE_PARAMS kernel{};
-  if (!calls.rebinds() || calls.node_arguments(node, &kernel) != CUDA_SUCCESS)
-    throw std::runtime_error("a kernel node's arguments cannot be read");
-  auto layout = argument_layout(kernel);
-  if (!layout.empty() && !kernel.kernelParams)
-    throw std::runtime_error("a kernel takes its arguments as one opaque buffer");
-  size_t end = 0;
-  for (auto [offset, size] : layout)
-    end = std::max(end, offset + size);
-  std::vector<unsigned char> values(end);
+  kernel_arguments kernel;
+  if (auto why = read_arguments(node, kernel); !why.empty())
+    throw std::runtime_error(why);
   bool any = false;
-  for (size_t i = 0; i < layout.size(); ++i) {
-    auto [offset, size] = layout[i];
-    std::memcpy(values.data() + offset, kernel.kernelParams[i], size);
-    any = move_words(values.data(), offset, offset + size, moves) || any;
-  }
+  for (auto [offset, size] : kernel.layout)
+    any = move_words(kernel.values.data(), offset, offset + size, moves) || any;
   if (!any)
     return false;
-  std::vector<void*> arguments;
-  for (auto [offset, size] : layout)
-    arguments.push_back(values.data() + offset);
-  kernel.kernelParams = arguments.data();
-  kernel.extra = nullptr;
-  if (auto status = calls.set_graph_node_arguments(node, &kernel); status != CUDA_SUCCESS)
+  const auto& calls = driver();
+  if (auto status = calls.set_graph_node_arguments(node, &kernel.launch); status != CUDA_SUCCESS)
     throw std::runtime_error("the CUDA driver refused a kernel node's moved arguments (error "
                              + std::to_string(status) + ")");
-  if (auto status = calls.set_node_arguments(exec, node, &kernel); status != CUDA_SUCCESS)
+  if (auto status = calls.set_node_arguments(exec, node, &kernel.launch); status != CUDA_SUCCESS)
     throw std::runtime_error("the CUDA driver refused an instantiated kernel node's moved "
                              "arguments (error " + std::to_string(status) + ")");
   return true;
@@ -62,16 +60,29 @@ std::vector<cudaGraphNode_t> nodes_of(cudaGraph_t graph) {
   return nodes;
 }
 
-std::vector<std::pair<size_t, size_t>> argument_layout(const CUDA_KERNEL_NODE_PARAMS& kernel) {
-  std::vector<std::pair<size_t, size_t>> layout;
-  for (size_t i = 0;; ++i) {
-    size_t offset = 0, size = 0;
-    auto status = kernel.func ? driver().function_argument(kernel.func, i, &offset, &size)
-                              : driver().kernel_argument(kernel.kern, i, &offset, &size);
-    if (status != CUDA_SUCCESS)
-      return layout;
-    layout.emplace_back(offset, size);
+std::string read_arguments(cudaGraphNode_t node, kernel_arguments& into) {
+  const auto& calls = driver();
+  if (!calls.rebinds())
+    return "the CUDA driver lacks cuFuncGetParamInfo (CUDA 12.4)";
+  auto& launch = into.launch;
+  if (calls.node_arguments(node, &launch) != CUDA_SUCCESS)
+    return "a kernel node's arguments cannot be read";
+  into.layout = argument_layout(launch);
+  if (!into.layout.empty() && !launch.kernelParams)
+    return "a kernel takes its arguments as one opaque buffer";
+  size_t end = 0;
+  for (auto [offset, size] : into.layout)
+    end = std::max(end, offset + size);
+  into.values.assign(end, 0);
+  into.pointers.clear();
+  for (size_t i = 0; i < into.layout.size(); ++i) {
+    auto [offset, size] = into.layout[i];
+    std::memcpy(into.values.data() + offset, launch.kernelParams[i], size);
+    into.pointers.push_back(into.values.data() + offset);
   }
+  launch.kernelParams = into.pointers.data();
+  launch.extra = nullptr;
+  return "";
 }
 
 bool points_into(cudaGraph_t graph, const std::vector<device_range>& ranges) {
@@ -81,28 +92,21 @@ bool points_into(cudaGraph_t graph, const std::vector<device_range>& ranges) {
     return std::any_of(ranges.begin(), ranges.end(),
                        [pointer](const device_range& r) { return r.holds(pointer); });
   };
-  const auto& calls = driver();
   for (auto node : nodes_of(graph)) {
     cudaGraphNodeType type{};
     C10_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
     switch (type) {
       case cudaGraphNodeTypeKernel: {
-        CUDA_KERNEL_NODE_PARAMS kernel{};
-        if (!calls.rebinds() || calls.node_arguments(node, &kernel) != CUDA_SUCCESS)
+        kernel_arguments kernel;
+        if (!read_arguments(node, kernel).empty())
           return true;
-        auto layout = argument_layout(kernel);
-        if (!layout.empty() && !kernel.kernelParams)
-          return true;
-        for (size_t i = 0; i < layout.size(); ++i) {
-          auto [offset, size] = layout[i];
-          const auto* bytes = static_cast<const unsigned char*>(kernel.kernelParams[i]);
-          for (size_t at = 0; at + 8 <= size; at += 4) {
+        for (auto [offset, size] : kernel.layout)
+          for (size_t at = (offset + 3) / 4 * 4; at + 8 <= offset + size; at += 4) {
             const void* word = nullptr;
-            std::memcpy(&word, bytes + at, sizeof word);
+            std::memcpy(&word, kernel.values.data() + at, sizeof word);
             if (inside(word))
               return true;
           }
-        }
         break;
       }
       case cudaGraphNodeTypeMemcpy: {

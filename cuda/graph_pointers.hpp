@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -36,8 +37,26 @@ struct pointer_move {
 /// captured.
 std::vector<cudaGraphNode_t> nodes_of(cudaGraph_t graph);
 
-/// Each argument's offset and size in a kernel's parameter buffer.
-std::vector<std::pair<size_t, size_t>> argument_layout(const CUDA_KERNEL_NODE_PARAMS& kernel);
+/// A kernel node's launch with a copy of its arguments, each at its offset
+/// in `values`, where words can be read and rewritten; `launch` hands them
+/// back to the driver. Move-only: `launch` points into the copy.
+struct kernel_arguments {
+  CUDA_KERNEL_NODE_PARAMS launch{};
+  std::vector<std::pair<size_t, size_t>> layout;  ///< each argument's offset and size
+  std::vector<unsigned char> values;
+  std::vector<void*> pointers;  ///< launch.kernelParams: into values
+
+  kernel_arguments() = default;
+  kernel_arguments(kernel_arguments&&) noexcept = default;
+  kernel_arguments& operator=(kernel_arguments&&) noexcept = default;
+  kernel_arguments(const kernel_arguments&) = delete;
+  kernel_arguments& operator=(const kernel_arguments&) = delete;
+};
+
+/// Reads kernel node `node` into `into`; why it cannot be read (the driver
+/// lacks cuFuncGetParamInfo or refuses, or the kernel takes its arguments
+/// as one opaque buffer), "" where read.
+std::string read_arguments(cudaGraphNode_t node, kernel_arguments& into);
 
 /// Whether a node of `graph` holds a pointer into one of `ranges`: a word
 /// of a kernel's arguments, a memcpy's or memset's address. True where a
