@@ -353,8 +353,9 @@ private:
   /// Records on `stream` that the work on this graph's outputs is queued.
   void mark_replayed(c10::cuda::CUDAStream stream);
   /// At capture, its trials done: points it at the training stream's cuBLAS
-  /// workspace instead of the capture's own, and keeps it to that stream
-  /// (Note [One cuBLAS workspace per training stream]).
+  /// workspace instead of the capture's own (or, on a driver that cannot
+  /// move its pointers, keeps the capture's own), and keeps it to that
+  /// stream (Note [One cuBLAS workspace per training stream]).
   void read_training_workspace(capture_workspaces& workspace, c10::cuda::CUDAStream training);
   /// At capture: a replay on `trials` (the training stream) in the pool's
   /// turn; returns copies of its outputs if `read_outputs`.
@@ -432,6 +433,8 @@ private:
   std::optional<at::cuda::CUDAEvent> replayed_;
   std::optional<c10::cuda::CUDAStream> replayed_on_;
   std::optional<cudaStream_t> workspace_stream_;  ///< see launches_on
+  std::vector<at::DataPtr> capture_workspaces_;   ///< where its pointers could not move
+  size_t capture_workspace_bytes_ = 0;
   bool counted_ = false;  ///< its bytes are in graph_counters
   /// Written once, under the pool's turn, before rebind_refused_ is set; never after.
   std::string rebind_refusal_;

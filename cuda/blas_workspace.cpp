@@ -27,6 +27,10 @@
 // would not move; [cuda] checks that cuBLAS's kernels reach their workspace
 // through their arguments only (blas_workspace_test.cpp).
 //
+// A driver that cannot tell a kernel's argument layout (before CUDA 12.4)
+// leaves the pointers where they are: the graph keeps the workspaces it was
+// captured on, one more 32 MiB or two per graph, instead of none.
+//
 // gradd takes the training stream's workspace into its keeping and leaves
 // the map an entry that owns nothing, so that clearCublasWorkspaces() (a
 // common way to free memory) cannot free it under a graph; the training
@@ -237,6 +241,14 @@ std::vector<pointer_move> capture_workspaces::hand_over(const std::vector<device
     }
   }
   return moves;
+}
+
+std::vector<at::DataPtr> capture_workspaces::give_up() {
+  std::vector<at::DataPtr> given;
+  for (auto& w : workspaces_)
+    if (w->own)
+      given.push_back(std::move(w->own));  // the thread's aliases go with the scope
+  return given;
 }
 
 } // namespace gradd::cuda

@@ -6,6 +6,7 @@
 
 #include "cuda/graph_pointers.hpp"
 
+#include <c10/core/Allocator.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <memory>
@@ -36,6 +37,13 @@ public:
   /// reads) to `training`'s. Where `training` has none yet, the scope's
   /// becomes it, kept, and is not moved.
   std::vector<pointer_move> hand_over(const std::vector<device_range>& read);
+
+  /// Once, after the last launch in the scope, instead of hand_over(),
+  /// where a graph's pointers cannot be moved (a driver without
+  /// cuFuncGetParamInfo): the scope's workspaces, for that graph to hold
+  /// and read on `training` only. No call uses them after the scope; they
+  /// go back to the device in order on `training` when dropped.
+  std::vector<at::DataPtr> give_up();
 
 private:
   /// The destructor's work.

@@ -10,6 +10,7 @@
 
 #include "compiler/stock_order.hpp"
 #include "cuda/blas_workspace.hpp"
+#include "cuda/driver_calls.hpp"
 #include "cuda/graph_cache.hpp"
 #include "cuda/program_capture.hpp"
 #include "cuda/shape_key.hpp"
@@ -148,7 +149,7 @@ void backward_graph::take_leaves(functional::program_outputs& outputs, const op_
 }
 
 void backward_graph::count_bytes(size_t scratch_bytes) {
-  size_t copies = scratch_bytes;
+  size_t copies = scratch_bytes + capture_workspace_bytes_;
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (!borrowed_[i] && !baked_[i] && inputs_[i].defined() && !inputs_[i].is_meta())
       copies += inputs_[i].storage().nbytes();
@@ -167,6 +168,14 @@ void backward_graph::count_bytes(size_t scratch_bytes) {
 
 void backward_graph::read_training_workspace(capture_workspaces& workspace,
                                              c10::cuda::CUDAStream training) {
+  if (!driver().rebinds()) {
+    // Its kernels' arguments cannot be read, so its pointers stay.
+    workspace_stream_ = training.stream();
+    for (const auto& own : workspace.own())
+      capture_workspace_bytes_ += own.bytes;
+    capture_workspaces_ = workspace.give_up();
+    return;
+  }
   std::vector<device_range> read;
   for (const auto& own : workspace.own()) {
     bool reads = points_into(graph_, {own});

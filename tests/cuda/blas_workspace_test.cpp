@@ -281,3 +281,48 @@ TEST_CASE("a graph captured on a capture's own cuBLAS workspace reads the traini
   CHECK(read > 0);  // a product read the workspace: the move was tried
 }
 
+
+TEST_CASE("a graph given its capture's own cuBLAS workspaces keeps them past the capture",
+          "[cuda][graphs]") {
+  if (!have_cuda())
+    return;
+  long_products m;
+  auto training = m.training, capture = m.capture;
+  auto alone = products(training, m.a, m.b, 1).front();
+  auto out = torch::empty_like(alone);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  std::vector<gradd::cuda::device_range> own;
+  std::vector<at::DataPtr> held;
+  std::thread actor([&] {  // as the stream actor, on a driver that cannot move pointers
+    c10::cuda::CUDAGuard device(0);
+    gradd::cuda::capture_workspaces workspace(training, capture);
+    own = workspace.own();
+    graph = capture_product(capture, out, m.a, m.b);
+    C10_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    held = workspace.give_up();
+  });
+  actor.join();
+  REQUIRE(held.size() == own.size());
+  for (size_t i = 0; i < own.size(); ++i)
+    CHECK(held[i].get() == own[i].begin);
+  // Given back at the scope's end, they would be the next scope's.
+  std::vector<gradd::cuda::device_range> next;
+  std::thread next_capture([&] {
+    c10::cuda::CUDAGuard device(0);
+    next = gradd::cuda::capture_workspaces(training, capture).own();
+  });
+  next_capture.join();
+  for (const auto& r : next)
+    for (const auto& h : held)
+      CHECK_FALSE(r.holds(h.get()));
+  // Beside the training thread's calls, the graph's product stays exact.
+  for (int i = 0; i < 3; ++i) {
+    C10_CUDA_CHECK(cudaGraphLaunch(exec, training.stream()));
+    CHECK(differing(products(training, m.a, m.b, 20), alone) == 0);
+    CHECK(torch::equal(out, alone));
+  }
+  held.clear();
+  C10_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  C10_CUDA_CHECK(cudaGraphDestroy(graph));
+}
