@@ -91,10 +91,11 @@ variable_list plan_then_capture(const graph_call& c,
   auto request = std::make_shared<capture_request>(
       c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, stream), std::move(backward));
   request->keep_graph = c.task.keep_graph_;
-  c.task.keep_graph_ = true;  // the request releases them once recorded
-  // What the nodes the graph is cut at return is recorded as they ran
-  // (Note [Piecewise graphs]).
+  // The saved variables are kept (the request releases them once
+  // recorded), and what the nodes the graph is cut at return is recorded as
+  // they ran (Note [Piecewise graphs]).
   execute::output_tap tap;
+  tap.keep_saved_variables = true;
   for (uint32_t i = 0; i < c.table.nodes.size(); ++i)
     tap.wanted.push_back(c.nodes[i] ? functional::cut_at(c.table.nodes[i], *c.nodes[i])
                                     : functional::cut_at(c.table.nodes[i]));
@@ -102,14 +103,12 @@ variable_list plan_then_capture(const graph_call& c,
   if (cuts)
     tap.outputs.resize(tap.wanted.size());
   try {
-    c.run_plan(cuts ? &tap : nullptr);
+    c.run_plan(&tap);
   } catch (...) {
-    c.task.keep_graph_ = request->keep_graph;
     std::lock_guard lock(s.mutex);
     s.shapes.erase(shape);
     throw;
   }
-  c.task.keep_graph_ = request->keep_graph;
   request->structure = c.structure;
   request->shape = shape;
   request->root = c.root;

@@ -62,7 +62,7 @@ bool sequence_order_holds(const compiler::plan& p, const std::vector<Node*>& nod
 
 void run_plan(const compiler::plan& p, const std::vector<Node*>& nodes,
               torch::autograd::GraphTask& task, output_tap* tap) {
-  const bool keep_graph = task.keep_graph_;
+  const bool release = !task.keep_graph_ && !(tap && tap->keep_saved_variables);
   auto& trace = mutable_plan_trace();
   std::vector<InputBuffer> buffers;
   buffers.reserve(p.steps.size());
@@ -87,8 +87,8 @@ void run_plan(const compiler::plan& p, const std::vector<Node*>& nodes,
     }
 
     ++trace.node_calls;
-    auto outputs = call_function(fn, std::move(inputs.buffer), keep_graph);
-    if (!keep_graph)
+    auto outputs = call_function(fn, std::move(inputs.buffer), /*keep_graph=*/!release);
+    if (release)
       fn.release_variables();
     if (tap && tap->wanted[step.node])
       tap->outputs[step.node] = outputs;

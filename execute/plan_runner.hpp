@@ -25,6 +25,10 @@ bool sequence_order_holds(const compiler::plan& p,
 struct output_tap {
   std::vector<bool> wanted;                              ///< per node, walk order
   std::vector<torch::autograd::variable_list> outputs;  ///< per node: its outputs, where wanted
+  /// Keeps every node's saved variables for a recording, which releases
+  /// them, while nodes and hooks still see the backward's own retain_graph
+  /// (AOTAutograd's backward refuses donated buffers under retain_graph).
+  bool keep_saved_variables = false;
 };
 
 /// Runs `p` over this backward's live `nodes` (in walk order) with the stock

@@ -54,6 +54,24 @@ def test_cuda_backwards_bitwise(tmp_path, graphs):
 
 
 @cuda
+def test_a_torch_compile_region_under_the_default_policy():
+    """AOTAutograd's compiled backward reuses its saved buffers ("donated")
+    and raises where it sees retain_graph: the backward gradd keeps for a
+    capture must show it the caller's. Bitwise on every step."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(),
+                                torch.nn.Linear(64, 8)).cuda()
+    compiled = torch.compile(model)
+    x = torch.randn(32, 64, device="cuda")
+    stock = mlp_step(compiled, x)  # compiles the backward, with donated buffers
+    with gradd.enabled():
+        for _ in range(4):
+            assert all_bits_equal(stock, mlp_step(compiled, x))
+            gradd.wait_for_compiles()
+    assert gradd.stats()["raised_backwards"] == 0
+
+
+@cuda
 def test_hooks_on_parameters_run_live_around_graphs(tmp_path):
     """Note [Live leaves]: a clipping tensor hook and a post-accumulate-grad
     hook on parameters. Graphs serve the backwards; each hook runs in the

@@ -10,6 +10,7 @@
 #include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
+#include <torch/csrc/autograd/graph_task.h>
 
 using gradd::test::clear_grads;
 using gradd::test::grads_of;
@@ -225,6 +226,20 @@ TEST_CASE("a backward kept for a capture lets go of its saved variables once rec
     CHECK_THROWS_WITH(loss.backward(), Catch::Contains("second time"));
     // (retain_graph is part of a structure's key, and such a structure is
     // never recorded: its backwards stay on plans, which keep them.)
+  }
+  SECTION("its nodes and hooks see the backward's own retain_graph, not the keeping") {
+    // AOTAutograd's backward raises where it sees retain_graph with
+    // donated buffers: a torch.compile'd region under the default policy.
+    std::vector<bool> seen;
+    auto x = m.hidden(16, 0);
+    x.register_hook([&seen](const torch::Tensor& grad) {
+      seen.push_back(torch::autograd::get_current_graph_task_keep_graph());
+      return grad;
+    });
+    x.square().mean().backward();
+    REQUIRE(gradd::wait_for_compiles());
+    CHECK(gradd::stats().graph_recordings == 1);
+    CHECK(seen == std::vector<bool>{false});
   }
   SECTION("with retain_graph they stay, and that backward is not recorded") {
     auto loss = m.loss(16, 0);
