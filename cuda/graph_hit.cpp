@@ -306,11 +306,18 @@ std::optional<lifted_inputs> lift_inputs(const hit_call& c, const structure_grap
     why = "a lifted scalar is neither int, float nor bool";
     return std::nullopt;
   }
-  for (const auto& t : lifted.call->tensor_args.inputs)
+  for (const auto& t : lifted.call->tensor_args.inputs) {
     if (t.defined() && !t.is_cuda() && !wrapped_scalar(t)) {
       why = "a saved tensor is on the CPU (" + holder_of_cpu_tensor(c) + ")";
       return std::nullopt;
     }
+    // Its bit is lost in a graph's buffers: on an H100, replays of
+    // `w.mm(w.conj().t())`'s backward gave other gradients than its plan.
+    if (t.defined() && (t.is_conj() || t.is_neg())) {
+      why = "a saved tensor is a lazy conjugate or negation";
+      return std::nullopt;
+    }
+  }
   lifted.shape = *shape;
   return lifted;
 }
