@@ -1,6 +1,6 @@
-// Graphs and the stream actor's work share the training stream's cuBLAS
-// workspace (Note [One cuBLAS workspace per training stream],
-// cuda/blas_workspace.cpp).
+// Graphs read the training stream's cuBLAS workspace; a capture's own calls
+// use workspaces of its own (Note [One cuBLAS workspace per training
+// stream], cuda/blas_workspace.cpp).
 
 #include "cuda/blas_workspace.hpp"
 #include "cuda/graph_pointers.hpp"
@@ -280,7 +280,6 @@ TEST_CASE("a graph captured on a capture's own cuBLAS workspace reads the traini
   }
   CHECK(read > 0);  // a product read the workspace: the move was tried
 }
-
 
 TEST_CASE("a graph given its capture's own cuBLAS workspaces keeps them past the capture",
           "[cuda][graphs]") {
